@@ -1,0 +1,110 @@
+package logging
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	sdklog "go.temporal.io/sdk/log"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func newBuffered(t *testing.T, format Format) (*zap.Logger, *bytes.Buffer) {
+	t.Helper()
+	var buf bytes.Buffer
+	l, err := New(Options{Format: format, Level: "debug", Sink: zapcore.AddSync(&buf)})
+	require.NoError(t, err)
+	return l, &buf
+}
+
+func TestMaskPhone(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"+972501234567": "+97250…67",
+		"+31612345678":  "+31612…78",
+		"+4412345":      "+44…45",
+		"+123":          "…",
+	} {
+		require.Equal(t, want, MaskPhone(in), in)
+	}
+}
+
+func TestMaskPhonesInText(t *testing.T) {
+	t.Parallel()
+	got := MaskPhones("send to +972501234567 and +31612345678; order 1757404892")
+	require.Equal(t, "send to +97250…67 and +31612…78; order 1757404892", got)
+}
+
+func TestLoggerMasksMessagesFieldsAndErrors(t *testing.T) {
+	t.Parallel()
+	l, buf := newBuffered(t, FormatJSON)
+	l.With(zap.String("to", "+972501234567")).Info("sending to +31612345678",
+		zap.Error(errors.New("provider refused +972509999999")),
+		zap.Stringer("dest", stringer("+972501111111")))
+	out := buf.String()
+	for _, raw := range []string{"+972501234567", "+31612345678", "+972509999999", "+972501111111"} {
+		require.NotContains(t, out, raw)
+	}
+	for _, masked := range []string{"+97250…67", "+31612…78", "+97250…99", "+97250…11"} {
+		require.Contains(t, out, masked)
+	}
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &line), "JSON format writes one object per line")
+}
+
+type stringer string
+
+func (s stringer) String() string { return string(s) }
+
+func TestMaskedErrorKeepsChain(t *testing.T) {
+	t.Parallel()
+	base := errors.New("boom")
+	wrapped := maskedError{fmt.Errorf("for +972501234567: %w", base)}
+	require.ErrorIs(t, wrapped, base)
+	require.Equal(t, "for +97250…67: boom", wrapped.Error())
+}
+
+func TestSecretNeverPrints(t *testing.T) {
+	t.Parallel()
+	s := Secret("sk_live_123")
+	type cfg struct{ Token Secret }
+	for _, out := range []string{
+		fmt.Sprint(s), fmt.Sprintf("%v %+v %#v %s", s, cfg{s}, cfg{s}, s),
+	} {
+		require.NotContains(t, out, "sk_live_123")
+	}
+	js, err := json.Marshal(cfg{s})
+	require.NoError(t, err)
+	require.NotContains(t, string(js), "sk_live_123")
+	require.Equal(t, "sk_live_123", s.Reveal())
+
+	l, buf := newBuffered(t, FormatJSON)
+	l.Info("config", zap.Any("cfg", cfg{s}), zap.Stringer("token", s))
+	require.NotContains(t, buf.String(), "sk_live_123")
+}
+
+func TestSDKAdapterWritesThroughZap(t *testing.T) {
+	t.Parallel()
+	l, buf := newBuffered(t, FormatConsole)
+	sdk := SDK(l)
+	sdk.Info("Started Worker", "TaskQueue", "sms", "to", "+972501234567")
+	sdk.(sdklog.WithLogger).With("Namespace", "default").Warn("child")
+	out := buf.String()
+	require.Contains(t, out, "Namespace")
+	require.Contains(t, out, "Started Worker")
+	require.Contains(t, out, "TaskQueue")
+	require.Contains(t, out, "+97250…67")
+	require.NotContains(t, out, "+972501234567")
+}
+
+func TestNewRejectsUnknownOptions(t *testing.T) {
+	t.Parallel()
+	_, err := New(Options{Level: "loud"})
+	require.ErrorContains(t, err, "use debug, info, warn or error")
+	_, err = New(Options{Format: "xml"})
+	require.ErrorContains(t, err, `use "json" or "console"`)
+}

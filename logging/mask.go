@@ -1,0 +1,82 @@
+package logging
+
+import (
+	"regexp"
+	"strings"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// e164 finds phone numbers in E.164 form inside free text: a plus sign and
+// 7 to 15 digits. Only the plus form is masked; bare digit runs are too often
+// ids and timestamps.
+var e164 = regexp.MustCompile(`\+[1-9][0-9]{6,14}`)
+
+// MaskPhone masks one phone number for logs and summaries, keeping enough to
+// tell numbers apart in a support conversation: "+972501234567" becomes
+// "+97250…67". Numbers too short to keep both ends are reduced to their
+// first characters.
+func MaskPhone(number string) string {
+	if len(number) <= 4 {
+		return "…"
+	}
+	keep := 6 // "+" and the first five digits
+	if len(number) < 11 {
+		keep = 3
+	}
+	return number[:keep] + "…" + number[len(number)-2:]
+}
+
+// MaskPhones masks every E.164 phone number inside s.
+func MaskPhones(s string) string {
+	if !strings.Contains(s, "+") {
+		return s
+	}
+	return e164.ReplaceAllStringFunc(s, MaskPhone)
+}
+
+// maskingCore rewrites the message and the string and error fields of every
+// entry through MaskPhones before the wrapped core encodes it.
+type maskingCore struct{ zapcore.Core }
+
+func (c maskingCore) With(fields []zapcore.Field) zapcore.Core {
+	return maskingCore{c.Core.With(maskFields(fields))}
+}
+
+func (c maskingCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(ent.Level) {
+		return ce.AddCore(ent, c)
+	}
+	return ce
+}
+
+func (c maskingCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	ent.Message = MaskPhones(ent.Message)
+	return c.Core.Write(ent, maskFields(fields))
+}
+
+func maskFields(fields []zapcore.Field) []zapcore.Field {
+	out := make([]zapcore.Field, len(fields))
+	for i, f := range fields {
+		switch f.Type {
+		case zapcore.StringType:
+			f.String = MaskPhones(f.String)
+		case zapcore.ErrorType:
+			if err, ok := f.Interface.(error); ok && err != nil {
+				f = zapcore.Field{Key: f.Key, Type: zapcore.ErrorType, Interface: maskedError{err}}
+			}
+		case zapcore.StringerType:
+			if s, ok := f.Interface.(interface{ String() string }); ok {
+				f = zapcore.Field{Key: f.Key, Type: zapcore.StringType, String: MaskPhones(s.String())}
+			}
+		}
+		out[i] = f
+	}
+	return out
+}
+
+// maskedError keeps the error chain (for errors.Is/As in hooks) but prints masked.
+type maskedError struct{ err error }
+
+func (e maskedError) Error() string { return MaskPhones(e.err.Error()) }
+func (e maskedError) Unwrap() error { return e.err }
