@@ -1,0 +1,132 @@
+package devstack
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/acme/smsorch/logging"
+)
+
+var testAttributes = map[string]enumspb.IndexedValueType{
+	"SmsState":    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"SmsProvider": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+}
+
+func startStack(t *testing.T, dir string) *Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Config{
+		FrontendAddress:  "127.0.0.1:0",
+		UIAddress:        "127.0.0.1:0",
+		DataDir:          dir,
+		SearchAttributes: testAttributes,
+		Logger:           zaptest.NewLogger(t),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+func dial(t *testing.T, s *Stack) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: s.FrontendAddress(), Namespace: s.Namespace(), Logger: logging.SDK(zaptest.NewLogger(t))})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+func echo(_ workflow.Context, s string) (string, error) { return "echo " + s, nil }
+
+func TestStackServesNamespaceUIAndSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+
+	s := startStack(t, dir)
+	c := dial(t, s)
+
+	// The frontend answers, with the namespace's retention and search attributes.
+	ns, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, ns.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(), 30*24*time.Hour)
+	sa, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: "default"})
+	require.NoError(t, err)
+	for name, typ := range testAttributes {
+		require.Equal(t, typ, sa.GetCustomAttributes()[name], name)
+	}
+
+	// The web UI answers at /.
+	resp, err := http.Get(s.UIURL() + "/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, strings.ToLower(string(body)), "<html")
+
+	// A workflow completes...
+	w := worker.New(c, "devstack-test", worker.Options{})
+	w.RegisterWorkflow(echo)
+	require.NoError(t, w.Start())
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "order-58213-shipped", TaskQueue: "devstack-test"}, echo, "hi")
+	require.NoError(t, err)
+	var out string
+	require.NoError(t, run.Get(ctx, &out))
+	require.Equal(t, "echo hi", out)
+	w.Stop()
+	c.Close()
+	require.NoError(t, s.Stop())
+
+	// ...and is still there, with its result, after a stop and a start on the same directory.
+	s2 := startStack(t, dir)
+	c2 := dial(t, s2)
+	desc, err := c2.DescribeWorkflowExecution(ctx, "order-58213-shipped", "")
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.GetWorkflowExecutionInfo().GetStatus())
+	require.NoError(t, c2.GetWorkflow(ctx, "order-58213-shipped", "").Get(ctx, &out))
+	require.Equal(t, "echo hi", out)
+	ns, err = c2.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, ns.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(), 30*24*time.Hour)
+}
+
+func TestStartRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{FrontendAddress: "7233"}, "is not host:port"},
+		{Config{UIAddress: "localhost"}, `or "off"`},
+		{Config{Retention: 24 * time.Hour}, "set at least 720h0m0s"},
+		{Config{ServerLogLevel: "chatty"}, "use debug, info, warn or error"},
+	} {
+		tc.cfg.DataDir = t.TempDir()
+		_, err := Start(ctx, tc.cfg)
+		require.ErrorContains(t, err, tc.want)
+	}
+}
+
+func TestStartExplainsBusyPort(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = l.Close() }()
+	_, err = Start(context.Background(), Config{FrontendAddress: l.Addr().String(), UIAddress: UIOff, DataDir: t.TempDir()})
+	require.ErrorContains(t, err, "is another dev stack or Temporal server running?")
+}
