@@ -1,0 +1,162 @@
+// Package wire holds the HTTP plumbing the provider clients share: a client
+// with explicit timeouts, bounded body reads, Retry-After parsing and the
+// classification of answers that never arrived.
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/acme/smsorch/provider"
+)
+
+// JSON serialises a request body without HTML escaping and without the
+// encoder's trailing newline, so the bytes are what a person reading the
+// request expects. It is called once per planned request.
+func JSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// MaxBody bounds how much of an answer is read; provider answers are small.
+const MaxBody = 1 << 20
+
+// NewHTTPClient returns a client whose every attempt ends within timeout.
+// Redirects are not followed: a redirected POST could send the body to a
+// place that does not honour the key.
+func NewHTTPClient(timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
+	tr.TLSHandshakeTimeout = timeout
+	tr.ResponseHeaderTimeout = timeout
+	tr.MaxIdleConnsPerHost = 32
+	return &http.Client{
+		Timeout:       timeout,
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Answer is a provider's HTTP answer, read in full (up to MaxBody).
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends one request with the given body bytes and reads the answer. A
+// nil body sends none. The error is the transport failure, if any.
+func Do(ctx context.Context, hc *http.Client, method, u string, header http.Header, body []byte) (Answer, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return Answer{}, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	if err != nil {
+		// The status line arrived but the body did not: the outcome of a
+		// send is as unknown as if nothing had arrived.
+		return Answer{Status: resp.StatusCode, Header: resp.Header}, fmt.Errorf("reading the %d answer: %w", resp.StatusCode, err)
+	}
+	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+// TransportFailure classifies a send whose answer did not arrive: the
+// provider may or may not have acted, so the outcome is Unknown. The reason
+// names the failure without the URL (it holds workspace and channel ids).
+func TransportFailure(p provider.Name, err error) provider.Result {
+	return provider.Result{Outcome: provider.Unknown, Reason: fmt.Sprintf("%s: no answer (%s); the send may have taken effect", p, describe(err))}
+}
+
+func describe(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before the answer"
+	default:
+		return err.Error()
+	}
+}
+
+// RetryAfter reads a Retry-After header in seconds or as an HTTP date.
+// It returns 0 when the header is missing or unreadable.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// Snippet returns the start of an answer body for an error message,
+// collapsed to one line.
+func Snippet(b []byte) string {
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// JoinURL joins a base URL and path segments, escaping each segment.
+func JoinURL(base string, segments ...string) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimRight(base, "/"))
+	for _, s := range segments {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String()
+}
+
+// CheckBaseURL validates a provider base URL from config.
+func CheckBaseURL(p provider.Name, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s base URL %q is not an http(s) URL: set it to the provider's API address, for example https://api.bird.com or the simulator's http://127.0.0.1:8299", p, raw)
+	}
+	return nil
+}
