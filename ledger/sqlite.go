@@ -1,0 +1,307 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
+)
+
+// migrations are applied in order, once each, at Open. Append only: a
+// released migration is never edited.
+var migrations = []string{
+	1: `
+CREATE TABLE events (
+	key            TEXT PRIMARY KEY,
+	provider       TEXT NOT NULL,
+	recipient      TEXT NOT NULL,
+	sender         TEXT NOT NULL DEFAULT '',
+	body_text      TEXT NOT NULL,
+	fingerprint    TEXT NOT NULL,
+	workflow_id    TEXT NOT NULL,
+	run_id         TEXT NOT NULL,
+	created_at     TEXT NOT NULL,
+	outcome        TEXT NOT NULL DEFAULT '',
+	outcome_reason TEXT NOT NULL DEFAULT '',
+	message_id     TEXT NOT NULL DEFAULT '',
+	settled_at     TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE attempts (
+	event_key     TEXT NOT NULL REFERENCES events(key),
+	send_key      TEXT NOT NULL,
+	run_id        TEXT NOT NULL,
+	attempt       INTEGER NOT NULL,
+	fingerprint   TEXT NOT NULL,
+	started_at    TEXT NOT NULL,
+	ended_at      TEXT NOT NULL DEFAULT '',
+	outcome       TEXT NOT NULL DEFAULT '',
+	http_status   INTEGER NOT NULL DEFAULT 0,
+	provider_code TEXT NOT NULL DEFAULT '',
+	message_id    TEXT NOT NULL DEFAULT '',
+	replay        INTEGER NOT NULL DEFAULT 0,
+	reason        TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (send_key, run_id, attempt)
+);
+CREATE INDEX attempts_by_event ON attempts (event_key, started_at);
+`,
+}
+
+// timeLayout is fixed-width UTC, so text order is time order.
+const timeLayout = "2006-01-02T15:04:05.000000Z"
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(timeLayout, s)
+}
+
+// SQLite is the embedded ledger on one SQLite file (pure Go, no cgo).
+type SQLite struct {
+	db   *sql.DB
+	path string
+}
+
+var _ Ledger = (*SQLite)(nil)
+
+// OpenSQLite opens (creating if needed) the ledger file and applies the
+// migrations it lacks.
+func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("ledger: create the directory of %s: %w", path, err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(wal)")
+	q.Add("_pragma", "synchronous(full)")
+	q.Add("_pragma", "foreign_keys(on)")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %w", path, err)
+	}
+	// One connection: SQLite has one writer anyway, and this makes every
+	// read see every committed write of this process.
+	db.SetMaxOpenConns(1)
+	s := &SQLite{db: db, path: path}
+	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path is the ledger file.
+func (s *SQLite) Path() string { return s.path }
+
+// Close closes the database.
+func (s *SQLite) Close() error { return s.db.Close() }
+
+func (s *SQLite) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("ledger: %s is not a usable SQLite database (%w): move it aside or choose another ledger path", s.path, err)
+	}
+	var have int
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("ledger: read the schema version: %w", err)
+	}
+	if have > len(migrations)-1 {
+		return fmt.Errorf("ledger: %s has schema version %d, newer than this program knows (%d): run a newer build", s.path, have, len(migrations)-1)
+	}
+	for v := have + 1; v < len(migrations); v++ {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("ledger: migration %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, v, fmtTime(time.Now())); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("ledger: record migration %d: %w", v, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("ledger: migration %d: %w", v, err)
+		}
+	}
+	return nil
+}
+
+// Claim implements Ledger.
+func (s *SQLite) Claim(ctx context.Context, e Event) (Claim, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Claim{}, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, `INSERT INTO events (key, provider, recipient, sender, body_text, fingerprint, workflow_id, run_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+		e.Key, e.Provider, e.Recipient, e.Sender, e.Text, e.Fingerprint, e.WorkflowID, e.RunID, fmtTime(e.CreatedAt))
+	if err != nil {
+		return Claim{}, fmt.Errorf("ledger: claim %s: %w", e.Key, err)
+	}
+	n, _ := res.RowsAffected()
+	stored, err := s.event(ctx, tx, e.Key)
+	if err != nil {
+		return Claim{}, err
+	}
+	if n == 0 {
+		if stored.Provider != e.Provider || stored.Recipient != e.Recipient || stored.Sender != e.Sender || stored.Text != e.Text {
+			return Claim{Event: stored}, fmt.Errorf("%w: %s was claimed for another %s", ErrConflict, e.Key, differs(stored, e))
+		}
+		if !stored.Settled() && stored.RunID != e.RunID {
+			if _, err := tx.ExecContext(ctx, `UPDATE events SET workflow_id = ?, run_id = ? WHERE key = ?`, e.WorkflowID, e.RunID, e.Key); err != nil {
+				return Claim{}, fmt.Errorf("ledger: move %s to run %s: %w", e.Key, e.RunID, err)
+			}
+			stored.WorkflowID, stored.RunID = e.WorkflowID, e.RunID
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return Claim{}, fmt.Errorf("ledger: claim %s: %w", e.Key, err)
+	}
+	return Claim{Event: stored, Created: n == 1}, nil
+}
+
+func differs(a, b Event) string {
+	switch {
+	case a.Provider != b.Provider:
+		return "provider"
+	case a.Recipient != b.Recipient:
+		return "recipient"
+	case a.Sender != b.Sender:
+		return "sender"
+	default:
+		return "text"
+	}
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *SQLite) event(ctx context.Context, q querier, key string) (Event, error) {
+	var e Event
+	var created, settled, first string
+	err := q.QueryRowContext(ctx, `SELECT key, provider, recipient, sender, body_text, fingerprint, workflow_id, run_id, created_at,
+			outcome, outcome_reason, message_id, settled_at,
+			COALESCE((SELECT MIN(started_at) FROM attempts WHERE send_key = events.key), '')
+		FROM events WHERE key = ?`, key).Scan(
+		&e.Key, &e.Provider, &e.Recipient, &e.Sender, &e.Text, &e.Fingerprint, &e.WorkflowID, &e.RunID, &created,
+		&e.Outcome, &e.Reason, &e.MessageID, &settled, &first)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Event{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("ledger: read event %s: %w", key, err)
+	}
+	for _, f := range []struct {
+		s string
+		t *time.Time
+	}{{created, &e.CreatedAt}, {settled, &e.SettledAt}, {first, &e.FirstAttemptAt}} {
+		if *f.t, err = parseTime(f.s); err != nil {
+			return Event{}, fmt.Errorf("ledger: event %s has a malformed time %q: %w", key, f.s, err)
+		}
+	}
+	return e, nil
+}
+
+// Event implements Ledger.
+func (s *SQLite) Event(ctx context.Context, key string) (Event, error) {
+	return s.event(ctx, s.db, key)
+}
+
+// BeginAttempt implements Ledger.
+func (s *SQLite) BeginAttempt(ctx context.Context, a Attempt) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO attempts (event_key, send_key, run_id, attempt, fingerprint, started_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (send_key, run_id, attempt) DO NOTHING`,
+		a.EventKey, a.SendKey, a.RunID, a.Number, a.Fingerprint, fmtTime(a.StartedAt))
+	if err != nil {
+		return fmt.Errorf("ledger: record the start of attempt %d of %s: %w", a.Number, a.SendKey, err)
+	}
+	return nil
+}
+
+// EndAttempt implements Ledger.
+func (s *SQLite) EndAttempt(ctx context.Context, a Attempt) error {
+	replay := 0
+	if a.Replay {
+		replay = 1
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE attempts SET ended_at = ?, outcome = ?, http_status = ?, provider_code = ?, message_id = ?, replay = ?, reason = ?
+		WHERE send_key = ? AND run_id = ? AND attempt = ?`,
+		fmtTime(a.EndedAt), a.Outcome, a.HTTPStatus, a.Code, a.MessageID, replay, a.Reason, a.SendKey, a.RunID, a.Number)
+	if err != nil {
+		return fmt.Errorf("ledger: record the end of attempt %d of %s: %w", a.Number, a.SendKey, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("ledger: attempt %d of %s in run %s was never begun", a.Number, a.SendKey, a.RunID)
+	}
+	return nil
+}
+
+// Attempts implements Ledger.
+func (s *SQLite) Attempts(ctx context.Context, eventKey string) ([]Attempt, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT event_key, send_key, run_id, attempt, fingerprint, started_at, ended_at, outcome, http_status, provider_code, message_id, replay, reason
+		FROM attempts WHERE event_key = ? ORDER BY started_at, send_key, attempt`, eventKey)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list attempts of %s: %w", eventKey, err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []Attempt
+	for rows.Next() {
+		var a Attempt
+		var started, ended string
+		var replay int
+		if err := rows.Scan(&a.EventKey, &a.SendKey, &a.RunID, &a.Number, &a.Fingerprint, &started, &ended, &a.Outcome, &a.HTTPStatus, &a.Code, &a.MessageID, &replay, &a.Reason); err != nil {
+			return nil, fmt.Errorf("ledger: read attempts of %s: %w", eventKey, err)
+		}
+		if a.StartedAt, err = parseTime(started); err != nil {
+			return nil, err
+		}
+		if a.EndedAt, err = parseTime(ended); err != nil {
+			return nil, err
+		}
+		a.Replay = replay == 1
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// FirstAttempt implements Ledger.
+func (s *SQLite) FirstAttempt(ctx context.Context, sendKey string) (time.Time, bool, error) {
+	var first string
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MIN(started_at), '') FROM attempts WHERE send_key = ?`, sendKey).Scan(&first); err != nil {
+		return time.Time{}, false, fmt.Errorf("ledger: first attempt of %s: %w", sendKey, err)
+	}
+	t, err := parseTime(first)
+	return t, first != "", err
+}
+
+// Settle implements Ledger.
+func (s *SQLite) Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) error {
+	if outcome == "" {
+		return errors.New("ledger: settle needs an outcome")
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE events SET outcome = ?, outcome_reason = ?, message_id = ?, settled_at = ? WHERE key = ?`,
+		outcome, reason, messageID, fmtTime(at), key)
+	if err != nil {
+		return fmt.Errorf("ledger: settle %s: %w", key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return nil
+}
