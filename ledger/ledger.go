@@ -12,6 +12,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -80,6 +81,20 @@ var (
 	// (another recipient, text, sender or provider).
 	ErrConflict = errors.New("ledger: the event key is already claimed by a different message")
 )
+
+// ConflictError is the ErrConflict of Claim: it names the differing field.
+type ConflictError struct {
+	Key string
+	// Field is "provider", "recipient", "sender" or "text".
+	Field string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%v: %s was claimed for another %s", ErrConflict, e.Key, e.Field)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // Ledger stores events and attempts. Implementations are safe for
 // concurrent use by many workers.

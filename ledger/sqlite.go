@@ -160,7 +160,7 @@ func (s *SQLite) Claim(ctx context.Context, e Event) (Claim, error) {
 	}
 	if n == 0 {
 		if stored.Provider != e.Provider || stored.Recipient != e.Recipient || stored.Sender != e.Sender || stored.Text != e.Text {
-			return Claim{Event: stored}, fmt.Errorf("%w: %s was claimed for another %s", ErrConflict, e.Key, differs(stored, e))
+			return Claim{Event: stored}, &ConflictError{Key: e.Key, Field: differs(stored, e)}
 		}
 		if !stored.Settled() && stored.RunID != e.RunID {
 			if _, err := tx.ExecContext(ctx, `UPDATE events SET workflow_id = ?, run_id = ? WHERE key = ?`, e.WorkflowID, e.RunID, e.Key); err != nil {

@@ -1,0 +1,448 @@
+// Package activities holds the send workflow's activities: claiming the
+// event in the ledger and planning the request, the send itself, the
+// reconciliation against our records and the provider's, delivery status
+// lookups and settling the event.
+//
+// This is the one place where provider answers become Temporal errors. Each
+// outcome class has an error type below; the workflow's retry policy is
+// written against those names and nothing else.
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/keys"
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/sms"
+)
+
+// Error types of the send activity, one per outcome class that fails an
+// attempt. Retry policies name these.
+const (
+	// ErrNotExecuted: the provider says the attempt did not run; retried.
+	ErrNotExecuted = "SmsNotExecuted"
+	// ErrInProgress: a request with the key is still running; retried after
+	// Policy.InProgressDelay.
+	ErrInProgress = "SmsInProgress"
+	// ErrUnknownOutcome: no usable answer; retried with the same key and bytes.
+	ErrUnknownOutcome = "SmsUnknownOutcome"
+	// ErrRateLimited: not processed; retried after Retry-After.
+	ErrRateLimited = "SmsRateLimited"
+	// ErrRejected: the request is wrong; never retried.
+	ErrRejected = "SmsRejected"
+	// ErrKeyConflict: the key belongs to another request; never retried.
+	ErrKeyConflict = "SmsKeyConflict"
+	// ErrWindowClosed: the key's replay window (minus margin) has passed,
+	// so another attempt could send again; never retried — reconcile.
+	ErrWindowClosed = "SmsReplayWindowClosed"
+	// ErrInvalidRequest: the event cannot be sent as given; never retried.
+	ErrInvalidRequest = "SmsInvalidRequest"
+)
+
+// NonRetryable lists the error types no retry can fix.
+var NonRetryable = []string{ErrRejected, ErrKeyConflict, ErrWindowClosed, ErrInvalidRequest}
+
+// Activities holds what the activities need. Workflows reference its
+// methods through a nil *Activities; the worker registers a filled one.
+type Activities struct {
+	// Providers are the configured clients, by name.
+	Providers map[provider.Name]provider.Client
+	// Policies are the per-provider durations; a missing one is DefaultPolicy.
+	Policies map[provider.Name]Policy
+	Ledger   ledger.Ledger
+	// Now is the clock; default time.Now.
+	Now    func() time.Time
+	Logger *zap.Logger
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *Activities) log() *zap.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return zap.NewNop()
+}
+
+// policy returns the policy for a provider.
+func (a *Activities) policy(p provider.Name) Policy {
+	return a.Policies[p].WithDefaults()
+}
+
+// client returns the configured client. A provider this worker has no
+// configuration for is a deployment problem that a restart with the right
+// settings fixes, so the error is retryable: nothing is lost meanwhile.
+func (a *Activities) client(name string) (provider.Client, error) {
+	p, err := provider.ParseName(name)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidRequest, nil)
+	}
+	c, ok := a.Providers[p]
+	if !ok {
+		return nil, fmt.Errorf("this worker has no %s client configured: start the worker with %s settings (the run waits and retries)", p, p)
+	}
+	return c, nil
+}
+
+func invalid(err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidRequest, nil)
+}
+
+// PrepareInput is the event as the workflow received it.
+type PrepareInput struct {
+	Key, Provider, To, From, Text string
+}
+
+// PrepareOutput is the planned request and what the ledger knows.
+type PrepareOutput struct {
+	// Request is the planned request: its Body bytes go out on every attempt.
+	Request provider.Request `json:"request"`
+	Policy  Policy           `json:"policy"`
+	// Created is true when this run registered the event in the ledger.
+	Created bool `json:"created"`
+	// Settled is the ledger's record when the event was already settled:
+	// nothing must be sent.
+	Settled *ledger.Event `json:"settled,omitempty"`
+	// FirstAttemptAt is when an earlier run first tried the event key; the
+	// replay window counts from it.
+	FirstAttemptAt time.Time `json:"firstAttemptAt"`
+	// Conflict is set when the key is claimed by a different message.
+	Conflict string `json:"conflict,omitempty"`
+	// Warnings about the key or the recipient, for the run's timeline.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Prepare validates the event, plans the request bytes once and claims the
+// key in the ledger. Invalid input fails without retry and nothing is sent.
+func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutput, error) {
+	var out PrepareOutput
+	key, err := keys.Parse(in.Key)
+	if err != nil {
+		return out, invalid(err)
+	}
+	c, err := a.client(in.Provider)
+	if err != nil {
+		return out, err
+	}
+	to, err := sms.ParseRecipient(in.To)
+	if err != nil {
+		return out, invalid(err)
+	}
+	if err := keys.CheckRecipient(key, to.E164); err != nil {
+		return out, invalid(err)
+	}
+	if _, err := sms.InspectText(in.Text); err != nil {
+		return out, invalid(err)
+	}
+	if to.Warning != "" {
+		out.Warnings = append(out.Warnings, to.Warning)
+	}
+	for _, w := range keys.Warnings(key, a.now()) {
+		out.Warnings = append(out.Warnings, w.Message)
+	}
+	req, err := c.Plan(string(key), to.E164, in.From, in.Text)
+	if err != nil {
+		return out, invalid(err)
+	}
+	out.Request, out.Policy = req, a.policy(c.Name())
+
+	info := activity.GetInfo(ctx)
+	claim, err := a.Ledger.Claim(ctx, ledger.Event{
+		Key: string(key), Provider: string(c.Name()), Recipient: to.E164, Sender: req.From, Text: in.Text,
+		Fingerprint: req.Fingerprint(), WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		CreatedAt: a.now(),
+	})
+	var conflict *ledger.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		out.Conflict = fmt.Sprintf("the key %s is already claimed in the ledger by a message with another %s; nothing was sent. This is a different message: derive its own key from its event", key, conflict.Field)
+		return out, nil
+	case err != nil:
+		return out, err // the ledger is down: retry, nothing was sent
+	}
+	out.Created = claim.Created
+	out.FirstAttemptAt = claim.Event.FirstAttemptAt
+	if claim.Event.Settled() {
+		e := claim.Event
+		out.Settled = &e
+	}
+	return out, nil
+}
+
+// PlanInput asks for the request of a resend.
+type PlanInput struct {
+	EventKey, SendKey, Provider, To, From, Text string
+}
+
+// Plan serialises a resend's request once, under its own key.
+func (a *Activities) Plan(_ context.Context, in PlanInput) (provider.Request, error) {
+	if _, err := keys.Parse(in.SendKey); err != nil {
+		return provider.Request{}, invalid(err)
+	}
+	c, err := a.client(in.Provider)
+	if err != nil {
+		return provider.Request{}, err
+	}
+	req, err := c.Plan(in.SendKey, in.To, in.From, in.Text)
+	if err != nil {
+		return provider.Request{}, invalid(err)
+	}
+	return req, nil
+}
+
+// SendInput is one send: the planned request and how long its key may be tried.
+type SendInput struct {
+	EventKey string           `json:"eventKey"`
+	Request  provider.Request `json:"request"`
+	// Budget is how long after the key's first recorded attempt another
+	// attempt may start (Policy.SendBudget).
+	Budget time.Duration `json:"budget"`
+	// InProgressDelay is the retry delay after 409 E01004.
+	InProgressDelay time.Duration `json:"inProgressDelay"`
+}
+
+// SendOutput is the attempt that got the message accepted.
+type SendOutput struct {
+	Result provider.Result `json:"result"`
+	// Attempt is the activity attempt that succeeded (1 for the first).
+	Attempt int32 `json:"attempt"`
+	// Uncertain is true when an earlier attempt under this key ended
+	// without a certain answer or never ended: the provider may hold a
+	// second message for the key, which the workflow then looks for.
+	Uncertain bool `json:"uncertain"`
+}
+
+// SendFailure is the details of a failed attempt's ApplicationError.
+type SendFailure struct {
+	Result  provider.Result `json:"result"`
+	Attempt int32           `json:"attempt"`
+}
+
+// Send makes one attempt with the planned bytes. It writes the attempt to
+// the ledger before the HTTP call and completes it after, and refuses to
+// start once the key's replay window (minus margin) has passed since its
+// first attempt: past it, only reconciliation may decide about a resend.
+func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error) {
+	info := activity.GetInfo(ctx)
+	req := in.Request
+	c, err := a.client(string(req.Provider))
+	if err != nil {
+		return SendOutput{}, err
+	}
+	now := a.now()
+	first, tried, err := a.Ledger.FirstAttempt(ctx, req.Key)
+	if err != nil {
+		return SendOutput{}, err
+	}
+	if tried && now.After(first.Add(in.Budget)) {
+		return SendOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the replay window of %s closed: first attempt %s, budget %s; another attempt could send a second SMS, so the run reconciles instead",
+				req.Key, first.UTC().Format(time.RFC3339), in.Budget), ErrWindowClosed, nil)
+	}
+	row := ledger.Attempt{
+		EventKey: in.EventKey, SendKey: req.Key, RunID: info.WorkflowExecution.RunID, Number: int(info.Attempt),
+		Fingerprint: req.Fingerprint(), StartedAt: now,
+	}
+	if err := a.Ledger.BeginAttempt(ctx, row); err != nil {
+		return SendOutput{}, err // nothing sent yet: safe to retry
+	}
+
+	res := c.Send(ctx, req)
+
+	row.EndedAt, row.Outcome, row.HTTPStatus, row.Code = a.now(), string(res.Outcome), res.HTTPStatus, res.Code
+	row.MessageID, row.Replay, row.Reason = res.MessageID, res.Outcome == provider.Replayed, res.Reason
+	log := a.log().With(zap.String("key", req.Key), zap.String("provider", string(req.Provider)),
+		zap.String("to", logging.MaskPhone(req.To)), zap.Int32("attempt", info.Attempt))
+	if err := a.Ledger.EndAttempt(context.WithoutCancel(ctx), row); err != nil {
+		// The answer stands; the open row remains as evidence of the attempt.
+		log.Error("could not record the end of a send attempt in the ledger", zap.Error(err))
+	}
+	log.Info("sms send attempt", zap.String("outcome", string(res.Outcome)), zap.Int("status", res.HTTPStatus),
+		zap.String("code", res.Code), zap.String("message", res.MessageID),
+		zap.Bool("replay", res.Outcome == provider.Replayed), zap.String("reason", res.Reason))
+
+	if res.Outcome.Sent() {
+		out := SendOutput{Result: res, Attempt: info.Attempt}
+		if info.Attempt > 1 {
+			out.Uncertain = a.earlierUncertain(ctx, in.EventKey, row)
+		}
+		return out, nil
+	}
+	return SendOutput{}, AttemptError(res, info.Attempt, in.InProgressDelay)
+}
+
+// AttemptError turns an attempt that did not get the message accepted into
+// the ApplicationError whose type the retry policy matches.
+func AttemptError(res provider.Result, attempt int32, inProgressDelay time.Duration) error {
+	opts := temporal.ApplicationErrorOptions{Details: []any{SendFailure{Result: res, Attempt: attempt}}}
+	var typ string
+	switch res.Outcome {
+	case provider.NotExecuted:
+		typ = ErrNotExecuted
+	case provider.InProgress:
+		typ, opts.NextRetryDelay = ErrInProgress, inProgressDelay
+	case provider.RateLimited:
+		typ, opts.NextRetryDelay = ErrRateLimited, res.RetryAfter
+	case provider.Rejected:
+		typ, opts.NonRetryable = ErrRejected, true
+		if res.KeyConflict {
+			typ = ErrKeyConflict
+		}
+	default:
+		typ = ErrUnknownOutcome
+	}
+	return temporal.NewApplicationErrorWithOptions(res.Reason, typ, opts)
+}
+
+// earlierUncertain reports whether an earlier attempt of this key in any
+// run ended without a certain answer, or never ended.
+func (a *Activities) earlierUncertain(ctx context.Context, eventKey string, this ledger.Attempt) bool {
+	attempts, err := a.Ledger.Attempts(ctx, eventKey)
+	if err != nil {
+		return true // cannot tell: look
+	}
+	for _, at := range attempts {
+		if at.SendKey != this.SendKey || (at.RunID == this.RunID && at.Number == this.Number) {
+			continue
+		}
+		switch provider.Outcome(at.Outcome) {
+		case provider.Unknown, provider.InProgress, "":
+			return true
+		}
+	}
+	return false
+}
+
+// ReconcileInput asks what the ledger and the provider know about an
+// event's keys.
+type ReconcileInput struct {
+	EventKey string   `json:"eventKey"`
+	Provider string   `json:"provider"`
+	Keys     []string `json:"keys"`
+	// KnownIDs are message ids the workflow already has.
+	KnownIDs []string `json:"knownIds,omitempty"`
+	// Since is the first attempt under any of Keys; the provider's list is
+	// searched from shortly before it.
+	Since time.Time `json:"since"`
+}
+
+// ReconcileOutput is what was found.
+type ReconcileOutput struct {
+	// Messages are the provider's records of the event's messages.
+	Messages []provider.Message `json:"messages,omitempty"`
+	// Searched is true when the provider's records could be searched for
+	// the keys (a list, or at least one message id to look up).
+	Searched bool `json:"searched"`
+	// How says what was consulted, for the timeline.
+	How string `json:"how"`
+}
+
+// listSlack widens the list window around the attempts: clocks differ.
+const listSlack = 5 * time.Minute
+
+// Reconcile looks for the event's messages: ids recorded in the ledger or
+// known to the workflow are looked up by id; where the provider can list
+// its messages (Bird), the window of the attempts is searched by key.
+func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileOutput, error) {
+	var out ReconcileOutput
+	c, err := a.client(in.Provider)
+	if err != nil {
+		return out, err
+	}
+	want := map[string]bool{}
+	for _, k := range in.Keys {
+		want[k] = true
+	}
+	ids := append([]string(nil), in.KnownIDs...)
+	attempts, err := a.Ledger.Attempts(ctx, in.EventKey)
+	if err != nil {
+		return out, err
+	}
+	fromLedger := 0
+	for _, at := range attempts {
+		if want[at.SendKey] && at.MessageID != "" {
+			ids = append(ids, at.MessageID)
+			fromLedger++
+		}
+	}
+	seen := map[string]bool{}
+	add := func(m provider.Message) {
+		if !seen[m.ID] {
+			seen[m.ID] = true
+			out.Messages = append(out.Messages, m)
+		}
+	}
+	looked := 0
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		m, err := c.Get(ctx, id)
+		if errors.Is(err, provider.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, err // provider unreachable: the activity retries
+		}
+		looked++
+		add(m)
+	}
+	out.How = fmt.Sprintf("ledger: %d attempt(s), %d message id(s); looked up %d id(s) at %s", len(attempts), fromLedger, looked, c.Name())
+	out.Searched = len(ids) > 0
+	if l, ok := c.(provider.Lister); ok {
+		from, to := in.Since.Add(-listSlack), a.now().Add(listSlack)
+		listed, err := l.List(ctx, from, to)
+		if err != nil {
+			return out, err
+		}
+		for _, m := range listed {
+			if want[m.Reference] {
+				add(m)
+			}
+		}
+		out.Searched = true
+		out.How += fmt.Sprintf("; searched %d %s message(s) from %s to %s by key", len(listed), c.Name(), from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	} else if !out.Searched {
+		out.How += fmt.Sprintf("; %s has no list endpoint and no message id was recorded, so its records cannot be searched", c.Name())
+	}
+	return out, nil
+}
+
+// StatusInput names the message to look up.
+type StatusInput struct {
+	Provider, MessageID string
+}
+
+// Status returns the provider's current record of a message.
+func (a *Activities) Status(ctx context.Context, in StatusInput) (provider.Message, error) {
+	c, err := a.client(in.Provider)
+	if err != nil {
+		return provider.Message{}, err
+	}
+	return c.Get(ctx, in.MessageID)
+}
+
+// SettleInput is the event's final outcome.
+type SettleInput struct {
+	Key, Outcome, Reason, MessageID string
+}
+
+// Settle records the final outcome in the ledger, so the event is never
+// sent again, even after Temporal has forgotten the run.
+func (a *Activities) Settle(ctx context.Context, in SettleInput) error {
+	return a.Ledger.Settle(ctx, in.Key, in.Outcome, in.Reason, in.MessageID, a.now())
+}

@@ -1,0 +1,102 @@
+package activities
+
+import (
+	"fmt"
+	"time"
+)
+
+// Policy holds the durations that govern one provider's sends. It is worker
+// configuration: the workflow receives it once, from Prepare, and keeps it
+// in its history, so a change applies to new events only.
+type Policy struct {
+	// ReplayWindow is how long the provider keeps a completed answer for
+	// replay. Bird documents three hours; Sendy publishes none, so it is a
+	// setting with the same default.
+	ReplayWindow time.Duration `json:"replayWindow"`
+	// WindowMargin ends the send's retries this long before the window
+	// closes, counted from the key's first attempt. Default 10 minutes.
+	WindowMargin time.Duration `json:"windowMargin"`
+	// AttemptTimeout bounds one HTTP attempt (the client's timeout). The
+	// send activity's start-to-close is this plus AttemptSlack. Default 15 s.
+	AttemptTimeout time.Duration `json:"attemptTimeout"`
+	// InitialBackoff and MaxBackoff shape the retries of unknown and
+	// not-executed outcomes. Defaults 1 s and 5 minutes.
+	InitialBackoff time.Duration `json:"initialBackoff"`
+	MaxBackoff     time.Duration `json:"maxBackoff"`
+	// InProgressDelay is the wait after Bird's 409 E01004 before the same
+	// request is tried again. Default 5 s (the lock lives at most 30 s).
+	InProgressDelay time.Duration `json:"inProgressDelay"`
+	// StatusPollInitial and StatusPollMax space the delivery-status
+	// lookups; the interval doubles up to the max. Defaults 10 s and 10 min.
+	StatusPollInitial time.Duration `json:"statusPollInitial"`
+	StatusPollMax     time.Duration `json:"statusPollMax"`
+	// TrackingLimit stops following delivery after acceptance. Default 24 h.
+	TrackingLimit time.Duration `json:"trackingLimit"`
+	// ReconcileBudget bounds the retries of one reconciliation. Default 30 min.
+	ReconcileBudget time.Duration `json:"reconcileBudget"`
+	// DecisionDeadline is how long a run waits for resend or cancel before
+	// it ends as failed, "no decision". Default 72 h.
+	DecisionDeadline time.Duration `json:"decisionDeadline"`
+}
+
+// AttemptSlack is what the send activity needs beyond the HTTP attempt:
+// the ledger writes before and after it.
+const AttemptSlack = 10 * time.Second
+
+// DefaultPolicy returns the defaults documented on Policy.
+func DefaultPolicy() Policy {
+	return Policy{
+		ReplayWindow:      3 * time.Hour,
+		WindowMargin:      10 * time.Minute,
+		AttemptTimeout:    15 * time.Second,
+		InitialBackoff:    time.Second,
+		MaxBackoff:        5 * time.Minute,
+		InProgressDelay:   5 * time.Second,
+		StatusPollInitial: 10 * time.Second,
+		StatusPollMax:     10 * time.Minute,
+		TrackingLimit:     24 * time.Hour,
+		ReconcileBudget:   30 * time.Minute,
+		DecisionDeadline:  72 * time.Hour,
+	}
+}
+
+// WithDefaults fills zero fields from DefaultPolicy.
+func (p Policy) WithDefaults() Policy {
+	d := DefaultPolicy()
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&p.ReplayWindow, &d.ReplayWindow}, {&p.WindowMargin, &d.WindowMargin}, {&p.AttemptTimeout, &d.AttemptTimeout},
+		{&p.InitialBackoff, &d.InitialBackoff}, {&p.MaxBackoff, &d.MaxBackoff}, {&p.InProgressDelay, &d.InProgressDelay},
+		{&p.StatusPollInitial, &d.StatusPollInitial}, {&p.StatusPollMax, &d.StatusPollMax}, {&p.TrackingLimit, &d.TrackingLimit},
+		{&p.ReconcileBudget, &d.ReconcileBudget}, {&p.DecisionDeadline, &d.DecisionDeadline},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	return p
+}
+
+// SendBudget is how long after a key's first attempt its last attempt may
+// start: the replay window minus the margin.
+func (p Policy) SendBudget() time.Duration { return p.ReplayWindow - p.WindowMargin }
+
+// Validate reports a policy that cannot protect anything, naming the fix.
+func (p Policy) Validate() error {
+	if p.SendBudget() <= p.AttemptTimeout+AttemptSlack {
+		return fmt.Errorf("replay window %s minus margin %s leaves no room for one %s attempt: shorten the margin or the attempt timeout", p.ReplayWindow, p.WindowMargin, p.AttemptTimeout)
+	}
+	for name, d := range map[string]time.Duration{
+		"window margin": p.WindowMargin, "attempt timeout": p.AttemptTimeout, "initial backoff": p.InitialBackoff,
+		"max backoff": p.MaxBackoff, "in-progress delay": p.InProgressDelay, "status poll": p.StatusPollInitial,
+		"status poll max": p.StatusPollMax, "tracking limit": p.TrackingLimit, "reconcile budget": p.ReconcileBudget,
+		"decision deadline": p.DecisionDeadline,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("%s is %s: it must be positive", name, d)
+		}
+	}
+	if p.MaxBackoff < p.InitialBackoff || p.StatusPollMax < p.StatusPollInitial {
+		return fmt.Errorf("a maximum interval is below its initial interval (backoff %s..%s, status poll %s..%s)", p.InitialBackoff, p.MaxBackoff, p.StatusPollInitial, p.StatusPollMax)
+	}
+	return nil
+}
