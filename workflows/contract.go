@@ -1,0 +1,195 @@
+package workflows
+
+// The contract of the send workflow: names and types that the worker, the
+// starter, the CLI, the HTTP intake and people typing into the Temporal UI
+// or CLI all share.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/acme/smsorch/keys"
+)
+
+const (
+	// TaskQueue is where the send workflow and its activities run.
+	TaskQueue = "sms"
+	// WorkflowName is the registered name of SendSMS.
+	WorkflowName = "SendSMS"
+	// SignalResend and SignalCancel carry a person's decision for a run
+	// awaiting one. Payload: {"reason": "...", "by": "..."}.
+	SignalResend = "resend"
+	SignalCancel = "cancel"
+	// UpdateDecide is the same decision as an update, with a synchronous
+	// answer: a decision that does not fit the state is refused at once.
+	UpdateDecide = "decide"
+	// QueryState returns the run's Status.
+	QueryState = "state"
+	// FailureType is the ApplicationError type of a run that ends Failed.
+	FailureType = "SmsFailed"
+)
+
+// Search attributes: the state, so the UI lists what needs a person with
+// SmsState="AwaitingDecision"; the provider; and the event key.
+var (
+	StateAttribute    = temporal.NewSearchAttributeKeyKeyword("SmsState")
+	ProviderAttribute = temporal.NewSearchAttributeKeyKeyword("SmsProvider")
+	KeyAttribute      = temporal.NewSearchAttributeKeyKeyword("SmsKey")
+)
+
+// SearchAttributes are the custom search attributes to register in the namespace.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	out := map[string]enumspb.IndexedValueType{}
+	for _, k := range []temporal.SearchAttributeKey{StateAttribute, ProviderAttribute, KeyAttribute} {
+		out[k.GetName()] = k.GetValueType()
+	}
+	return out
+}
+
+// WorkflowID is the run's id: the event key itself, so a second start of
+// the same event finds the first run.
+func WorkflowID(k keys.Key) string { return string(k) }
+
+// Input starts a send. The workflow id must equal Key.
+type Input struct {
+	Key      string `json:"key"`
+	Provider string `json:"provider"`
+	// To is the recipient; E.164 preferred.
+	To string `json:"to"`
+	// From is the sender name (Sendy); empty for Bird or for the default.
+	From string `json:"from,omitempty"`
+	Text string `json:"text"`
+}
+
+// State is where a run is in the life of its event.
+type State string
+
+// The states. The last five are final.
+const (
+	Sending          State = "Sending"
+	Reconciling      State = "Reconciling"
+	Accepted         State = "Accepted"
+	AwaitingDecision State = "AwaitingDecision"
+	Delivered        State = "Delivered"
+	Failed           State = "Failed"
+	Cancelled        State = "Cancelled"
+	Duplicate        State = "Duplicate"
+)
+
+// Final reports whether a run in this state has ended. Accepted is final
+// when the run ends with it (delivery not confirmed within the tracking
+// limit); while the run is open it means "sent, tracking delivery".
+func (s State) Final() bool {
+	switch s {
+	case Delivered, Failed, Cancelled, Duplicate:
+		return true
+	}
+	return false
+}
+
+// Decision is a person's answer to a run awaiting a decision.
+type Decision struct {
+	// Action is "resend" or "cancel"; signals imply it from their name.
+	Action string `json:"action"`
+	Reason string `json:"reason"`
+	// By names who decided, for the audit trail.
+	By string `json:"by"`
+}
+
+// Decision actions.
+const (
+	ActionResend = "resend"
+	ActionCancel = "cancel"
+)
+
+// Validate reports a decision that cannot be applied in any state.
+func (d Decision) Validate() error {
+	if d.Action != ActionResend && d.Action != ActionCancel {
+		return fmt.Errorf("action %q is not known: use %q or %q", d.Action, ActionResend, ActionCancel)
+	}
+	if strings.TrimSpace(d.By) == "" || strings.TrimSpace(d.Reason) == "" {
+		return errors.New(`a decision needs "by" (who decides) and "reason" (why), for the audit trail: {"reason": "customer confirmed no SMS arrived", "by": "alice"}`)
+	}
+	return nil
+}
+
+// ParseSignal reads a signal payload as the Temporal UI's or CLI's signal
+// form sends it: the JSON object {"reason": "...", "by": "..."}.
+func ParseSignal(action string, raw json.RawMessage) (Decision, error) {
+	d := Decision{Action: action}
+	if len(raw) == 0 || string(raw) == "null" {
+		return d, errors.New(`the signal has no payload: send {"reason": "...", "by": "..."}`)
+	}
+	var body struct {
+		Reason string `json:"reason"`
+		By     string `json:"by"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return d, fmt.Errorf(`the signal payload %s is not {"reason": "...", "by": "..."}`, truncate(string(raw), 80))
+	}
+	d.Reason, d.By = body.Reason, body.By
+	return d, d.Validate()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// DecisionAck is the update's answer to an accepted decision.
+type DecisionAck struct {
+	State   State  `json:"state"`
+	Message string `json:"message"`
+}
+
+// Result says what happened to the event. A run that ends Failed carries
+// it as the details of its ApplicationError, a Cancelled run as the
+// details of its CanceledError.
+type Result struct {
+	Key   string `json:"key"`
+	State State  `json:"state"`
+	// Reason explains the state in a sentence.
+	Reason string `json:"reason"`
+	// MessageIDs are the provider's ids of every message found for the
+	// event; more than one for one key is a proven duplicate send.
+	MessageIDs     []string `json:"messageIds"`
+	DeliveryStatus string   `json:"deliveryStatus,omitempty"`
+	// Attempts counts HTTP attempts; Replays those the provider answered
+	// from its replay store.
+	Attempts int `json:"attempts"`
+	Replays  int `json:"replays"`
+	// KeysUsed are the Idempotency-Keys sent: the event key, then resend keys.
+	KeysUsed   []string `json:"keysUsed"`
+	ResendKeys []string `json:"resendKeys,omitempty"`
+	// DuplicateSend is true when the provider holds several accepted
+	// messages for one key.
+	DuplicateSend bool `json:"duplicateSend,omitempty"`
+}
+
+// Entry is one line of a run's timeline.
+type Entry struct {
+	At   time.Time `json:"at"`
+	Text string    `json:"text"`
+}
+
+// Status is the QueryState answer: the result so far and the timeline.
+type Status struct {
+	Result
+	Provider string `json:"provider"`
+	// To is the masked recipient.
+	To string `json:"to"`
+	// CurrentKey is the key of the send in progress or last made.
+	CurrentKey string `json:"currentKey"`
+	// DecisionDeadline is set while awaiting a decision.
+	DecisionDeadline time.Time `json:"decisionDeadline"`
+	Warnings         []string  `json:"warnings,omitempty"`
+	Timeline         []Entry   `json:"timeline"`
+}

@@ -1,0 +1,622 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/provider"
+)
+
+const key = "order-58213-shipped"
+
+var input = Input{Key: key, Provider: "bird", To: "+31612345678", Text: "Order 58213 has shipped."}
+
+// harness is a test environment with every activity mocked; tests
+// override the mocks they care about before calling run.
+type harness struct {
+	t      *testing.T
+	env    *testsuite.TestWorkflowEnvironment
+	start  time.Time
+	policy activities.Policy
+
+	mu      sync.Mutex
+	sends   []activities.SendInput
+	sendAt  []time.Duration // since start, on the workflow clock
+	settled *activities.SettleInput
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	ts.SetLogger(logging.SDK(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))))
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(SendSMS, workflow.RegisterOptions{Name: WorkflowName})
+	env.RegisterActivity(&activities.Activities{})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: key})
+	h := &harness{t: t, env: env, start: env.Now(), policy: activities.DefaultPolicy()}
+	env.OnActivity(a.Settle, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.settled = &in
+		return nil
+	}).Maybe()
+	return h
+}
+
+func (h *harness) request(k string) provider.Request {
+	return provider.Request{Provider: provider.Bird, Key: k, To: input.To, Text: input.Text, Body: []byte(`{"reference":"` + k + `"}`)}
+}
+
+// prepared mocks Prepare as a fresh claim.
+func (h *harness) prepared() {
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+		Request: h.request(key), Policy: h.policy, Created: true,
+	}, nil).Once()
+}
+
+// sendWith mocks Send with a function of the attempt number and the key.
+func (h *harness) sendWith(f func(attempt int32, in activities.SendInput) (activities.SendOutput, error)) {
+	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
+		h.mu.Lock()
+		h.sends = append(h.sends, in)
+		h.sendAt = append(h.sendAt, h.env.Now().Sub(h.start))
+		h.mu.Unlock()
+		return f(activity.GetInfo(ctx).Attempt, in)
+	})
+}
+
+func accepted(id string, attempt int32, outcome provider.Outcome) activities.SendOutput {
+	return activities.SendOutput{Result: provider.Result{Outcome: outcome, HTTPStatus: 202, MessageID: id, Status: provider.StatusAccepted}, Attempt: attempt}
+}
+
+func failAttempt(outcome provider.Outcome, attempt int32, mutate ...func(*provider.Result)) error {
+	res := provider.Result{Outcome: outcome, Reason: "bird: " + string(outcome)}
+	for _, m := range mutate {
+		m(&res)
+	}
+	return activities.AttemptError(res, attempt, 5*time.Second)
+}
+
+// statuses mocks Status to walk through the given statuses, one per call,
+// repeating the last.
+func (h *harness) statuses(ss ...provider.Status) {
+	var mu sync.Mutex
+	i := 0
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		s := ss[min(i, len(ss)-1)]
+		i++
+		return provider.Message{ID: in.MessageID, Status: s}, nil
+	})
+}
+
+func (h *harness) reconcileReturns(outs ...activities.ReconcileOutput) *[]activities.ReconcileInput {
+	var mu sync.Mutex
+	var calls []activities.ReconcileInput
+	h.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, in)
+		return outs[min(len(calls)-1, len(outs)-1)], nil
+	})
+	return &calls
+}
+
+func (h *harness) signal(after time.Duration, name string, payload any) {
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(name, payload) }, after)
+}
+
+func (h *harness) run() {
+	h.env.ExecuteWorkflow(WorkflowName, input)
+	require.True(h.t, h.env.IsWorkflowCompleted())
+}
+
+// result returns the run's Result whether it completed, failed or was cancelled.
+func (h *harness) result() (Result, error) {
+	var res Result
+	err := h.env.GetWorkflowError()
+	if err == nil {
+		require.NoError(h.t, h.env.GetWorkflowResult(&res))
+		return res, nil
+	}
+	var appErr *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	switch {
+	case errors.As(err, &appErr):
+		require.Equal(h.t, FailureType, appErr.Type())
+		require.True(h.t, appErr.NonRetryable())
+		require.NoError(h.t, appErr.Details(&res))
+	case errors.As(err, &canceled):
+		require.NoError(h.t, canceled.Details(&res))
+	default:
+		h.t.Fatalf("unexpected workflow error %T: %v", err, err)
+	}
+	return res, err
+}
+
+func (h *harness) query() Status {
+	v, err := h.env.QueryWorkflow(QueryState)
+	require.NoError(h.t, err)
+	var s Status
+	require.NoError(h.t, v.Get(&s))
+	return s
+}
+
+func timelineHas(s Status, sub string) bool {
+	for _, e := range s.Timeline {
+		if strings.Contains(e.Text, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestAcceptedThenDelivered(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	h.statuses(provider.StatusSent, provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, []string{"m-1"}, res.MessageIDs)
+	require.Equal(t, 1, res.Attempts)
+	require.Zero(t, res.Replays)
+	require.Equal(t, []string{key}, res.KeysUsed)
+	require.Equal(t, "delivered", res.DeliveryStatus)
+	require.Equal(t, "Delivered", h.settled.Outcome)
+	require.Equal(t, "m-1", h.settled.MessageID)
+	require.Len(t, h.sends, 1)
+	require.Equal(t, h.policy.SendBudget(), h.sends[0].Budget)
+	require.Equal(t, h.request(key).Body, h.sends[0].Request.Body)
+	// Two polls: 10 s, then 20 s later.
+	require.WithinDuration(t, h.start.Add(30*time.Second), h.env.Now(), time.Second)
+	s := h.query()
+	require.True(t, timelineHas(s, "message m-1 is sent"))
+	require.True(t, timelineHas(s, "message m-1 is delivered"))
+	require.Equal(t, "+31612…78", s.To)
+}
+
+func TestRetriesWhatIsSafeWithTheSameRequest(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		switch attempt {
+		case 1:
+			return activities.SendOutput{}, failAttempt(provider.NotExecuted, attempt)
+		case 2:
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		case 3:
+			return activities.SendOutput{}, failAttempt(provider.InProgress, attempt)
+		case 4:
+			return activities.SendOutput{}, failAttempt(provider.RateLimited, attempt, func(r *provider.Result) { r.RetryAfter = 42 * time.Second })
+		}
+		return accepted("m-1", attempt, provider.Replayed), nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, 5, res.Attempts)
+	require.Equal(t, 1, res.Replays)
+	require.Len(t, h.sends, 5)
+	for _, s := range h.sends {
+		require.Equal(t, h.sends[0].Request, s.Request, "the same key and bytes on every attempt")
+	}
+	// Backoff 1 s, 2 s; then the in-progress delay (5 s); then Retry-After (42 s).
+	gaps := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 42 * time.Second}
+	for i, want := range gaps {
+		require.InDelta(t, want.Seconds(), (h.sendAt[i+1] - h.sendAt[i]).Seconds(), 0.5, "gap %d", i)
+	}
+}
+
+func TestRejectedIsNeverRetried(t *testing.T) {
+	t.Parallel()
+	for name, mutate := range map[string]func(*provider.Result){
+		"bad request": func(r *provider.Result) { r.Reason, r.HTTPStatus = "bird: 400: bad number", 400 },
+		"key conflict": func(r *provider.Result) {
+			r.KeyConflict, r.Reason, r.Code = true, "bird: 409 E01005 IdempotencyKeyReuse", "E01005"
+		},
+		"sendy no cred": func(r *provider.Result) { r.Reason, r.HTTPStatus = "sendy: 402 no credit left", 402 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.prepared()
+			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+				return activities.SendOutput{}, failAttempt(provider.Rejected, attempt, mutate)
+			})
+			h.run()
+			res, err := h.result()
+			require.Error(t, err)
+			require.Equal(t, Failed, res.State)
+			var want provider.Result
+			mutate(&want)
+			require.Contains(t, res.Reason, want.Reason)
+			require.Len(t, h.sends, 1, "no retry")
+			require.Equal(t, 1, res.Attempts)
+			require.Equal(t, "Failed", h.settled.Outcome)
+		})
+	}
+}
+
+func TestWindowClosesThenReconcileThenNoDecision(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: 502 bad gateway" })
+	})
+	calls := h.reconcileReturns(activities.ReconcileOutput{Searched: true, How: "searched 0 bird messages"})
+	var atAwaiting Status
+	h.env.RegisterDelayedCallback(func() { atAwaiting = h.query() }, 3*time.Hour)
+	h.run()
+	res, err := h.result()
+	require.Error(t, err)
+	require.Equal(t, Failed, res.State)
+	require.Contains(t, res.Reason, "no decision within 72h0m0s")
+	require.Contains(t, res.Reason, "not found")
+
+	last := h.sendAt[len(h.sendAt)-1]
+	require.Less(t, last, h.policy.SendBudget(), "no attempt starts after the window minus the margin")
+	require.Greater(t, last, h.policy.SendBudget()-h.policy.MaxBackoff-time.Minute, "retries go on until then")
+	require.Len(t, *calls, 1)
+	require.Equal(t, []string{key}, (*calls)[0].Keys)
+
+	require.Equal(t, AwaitingDecision, atAwaiting.State)
+	require.True(t, timelineHas(atAwaiting, "ran out with the outcome unknown; last answer: bird: 502 bad gateway"))
+	require.WithinDuration(t, h.start.Add(h.policy.SendBudget()+h.policy.DecisionDeadline), atAwaiting.DecisionDeadline, 10*time.Minute)
+	require.WithinDuration(t, atAwaiting.DecisionDeadline, h.env.Now(), time.Minute, "the deadline ended the run")
+}
+
+func TestReconcileFindsTheMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+	})
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "m-7", Reference: key, Status: provider.StatusSent}}})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, []string{"m-7"}, res.MessageIDs)
+}
+
+func TestResendAfterTheWindowReconcilesThenSendsUnderTheResendKey(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		}
+		return accepted("m-2", attempt, provider.Accepted), nil
+	})
+	calls := h.reconcileReturns(activities.ReconcileOutput{Searched: true})
+	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
+		require.Equal(t, key+"~resend-1", in.SendKey)
+		return h.request(in.SendKey), nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.signal(5*time.Hour, SignalResend, map[string]string{"reason": "customer says nothing arrived", "by": "alice"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, []string{key, key + "~resend-1"}, res.KeysUsed)
+	require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys)
+	require.Equal(t, []string{"m-2"}, res.MessageIDs)
+	require.Len(t, *calls, 2, "reconciled when the window closed and again before the resend")
+	require.Equal(t, []string{key}, (*calls)[1].Keys)
+	lastSend := h.sends[len(h.sends)-1]
+	require.Equal(t, key+"~resend-1", lastSend.Request.Key)
+	s := h.query()
+	require.True(t, timelineHas(s, "resend decided by alice: customer says nothing arrived"))
+}
+
+func TestResendFindsTheMessageAfterAllAndDoesNotSend(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+	})
+	h.reconcileReturns(
+		activities.ReconcileOutput{Searched: true},
+		activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "m-late", Reference: key, Status: provider.StatusDelivered}}},
+	)
+	h.statuses(provider.StatusDelivered)
+	h.signal(4*time.Hour, SignalResend, map[string]string{"reason": "retry", "by": "bob"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, []string{"m-late"}, res.MessageIDs)
+	require.Empty(t, res.ResendKeys, "nothing was resent")
+	for _, s := range h.sends {
+		require.Equal(t, key, s.Request.Key)
+	}
+}
+
+func TestFailedDeliveryThenResendInsideTheWindowSkipsReconcile(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
+			return accepted("m-1", attempt, provider.Accepted), nil
+		}
+		return accepted("m-2", attempt, provider.Accepted), nil
+	})
+	var mu sync.Mutex
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if in.MessageID == "m-1" {
+			return provider.Message{ID: "m-1", Status: provider.StatusFailed}, nil
+		}
+		return provider.Message{ID: "m-2", Status: provider.StatusDelivered}, nil
+	})
+	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(key+"~resend-1"), nil)
+	h.signal(time.Minute, SignalResend, map[string]string{"reason": "handset was off", "by": "carol"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, []string{"m-1", "m-2"}, res.MessageIDs)
+	require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys)
+	h.env.AssertNotCalled(t, "Reconcile", mock.Anything, mock.Anything)
+}
+
+func TestCancelEndsTheRunAsCancelled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+	})
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true})
+	h.signal(4*time.Hour, SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
+	h.run()
+	res, err := h.result()
+	var canceled *temporal.CanceledError
+	require.True(t, errors.As(err, &canceled))
+	require.Equal(t, Cancelled, res.State)
+	require.Equal(t, "cancelled by dave: order cancelled", res.Reason)
+	require.Equal(t, "Cancelled", h.settled.Outcome)
+	for _, s := range h.sends {
+		require.Equal(t, key, s.Request.Key, "nothing new was sent")
+	}
+}
+
+func TestDecisionsThatDoNotFitAreRefusedVisibly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	h.statuses(provider.StatusSent, provider.StatusSent, provider.StatusDelivered)
+	h.signal(5*time.Second, SignalResend, map[string]string{"reason": "double click", "by": "erin"})
+	h.signal(6*time.Second, SignalCancel, "not an object")
+	h.signal(7*time.Second, SignalCancel, map[string]string{"reason": "no name"})
+	var updateErr error
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdateDecide, "u1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { updateErr = err },
+			OnAccept: func() { t.Error("the update must be refused") },
+		}, Decision{Action: ActionCancel, Reason: "x", By: "frank"})
+	}, 8*time.Second)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State, "the run went on as if nothing happened")
+	require.ErrorContains(t, updateErr, "not awaiting a decision")
+	s := h.query()
+	require.True(t, timelineHas(s, "refused a resend signal from erin: refused: the run is Accepted, not awaiting a decision"))
+	require.True(t, timelineHas(s, `refused a cancel signal from someone: the signal payload "not an object" is not {"reason": "...", "by": "..."}`))
+	require.True(t, timelineHas(s, `refused a cancel signal from someone: a decision needs "by"`))
+}
+
+func TestUpdateDecidesSynchronously(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+	})
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true})
+	var ack DecisionAck
+	var badErr error
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdateDecide, "bad", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { badErr = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, Decision{Action: "delete", Reason: "x", By: "y"})
+		h.env.UpdateWorkflow(UpdateDecide, "good", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("refused: %v", err) }, OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				require.NoError(t, err)
+				ack = v.(DecisionAck)
+			},
+		}, Decision{Action: ActionCancel, Reason: "duplicate order", By: "gina"})
+	}, 4*time.Hour)
+	h.run()
+	res, _ := h.result()
+	require.Equal(t, Cancelled, res.State)
+	require.ErrorContains(t, badErr, `action "delete" is not known`)
+	require.Contains(t, ack.Message, "cancel accepted")
+}
+
+func TestDuplicateOfASettledEventSendsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	settledAt := h.start.Add(-40 * 24 * time.Hour)
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+		Request: h.request(key), Policy: h.policy,
+		Settled: &ledger.Event{Key: key, Outcome: "Delivered", MessageID: "m-old", SettledAt: settledAt},
+	}, nil)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Duplicate, res.State)
+	require.Contains(t, res.Reason, "already sent as message m-old")
+	require.Equal(t, []string{"m-old"}, res.MessageIDs)
+	require.Empty(t, h.sends)
+	require.Nil(t, h.settled, "the ledger keeps the original outcome")
+}
+
+func TestInvalidOrConflictingEventFailsBeforeSending(t *testing.T) {
+	t.Parallel()
+	t.Run("invalid", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{},
+			temporal.NewNonRetryableApplicationError(`recipient "0612345678" has no country code; write it in international form`, activities.ErrInvalidRequest, nil))
+		h.run()
+		res, err := h.result()
+		require.Error(t, err)
+		require.Equal(t, Failed, res.State)
+		require.Contains(t, res.Reason, "has no country code")
+		require.Empty(t, h.sends)
+		require.Nil(t, h.settled)
+	})
+	t.Run("conflict", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+			Request: h.request(key), Policy: h.policy, Conflict: "the key is already claimed by a message with another text",
+		}, nil)
+		h.run()
+		res, err := h.result()
+		require.Error(t, err)
+		require.Contains(t, res.Reason, "another text")
+		require.Empty(t, h.sends)
+		require.Nil(t, h.settled, "the other message's record is left alone")
+	})
+	t.Run("workflow id is not the key", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "some-uuid"})
+		h.run()
+		res, err := h.result()
+		require.Error(t, err)
+		require.Contains(t, res.Reason, `the workflow id "some-uuid" is not the event key`)
+		require.Empty(t, h.sends)
+	})
+}
+
+func TestUncertainAttemptsLeadToADuplicateSearch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		if attempt == 1 {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		}
+		out := accepted("m-2", attempt, provider.Accepted)
+		out.Uncertain = true
+		return out, nil
+	})
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true, Messages: []provider.Message{
+		{ID: "m-1", Reference: key, Status: provider.StatusAccepted},
+		{ID: "m-2", Reference: key, Status: provider.StatusAccepted},
+	}})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.True(t, res.DuplicateSend)
+	require.ElementsMatch(t, []string{"m-1", "m-2"}, res.MessageIDs)
+	require.True(t, timelineHas(h.query(), "proven duplicate send: 2 accepted message ids for key "+key))
+}
+
+func TestTrackingLimitEndsAccepted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	h.statuses(provider.StatusSent)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res.State)
+	require.Contains(t, res.Reason, "delivery not confirmed within 24h0m0s")
+	require.WithinDuration(t, h.start.Add(24*time.Hour), h.env.Now(), time.Minute)
+}
+
+func TestResumedEventPastItsWindowReconcilesFirst(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+		Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start.Add(-5 * time.Hour),
+	}, nil)
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "m-1", Reference: key, Status: provider.StatusDelivered}}})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Empty(t, h.sends, "an earlier run's window closed: nothing is sent before reconciling")
+}
+
+func TestTemporalCancellationIsADecision(t *testing.T) {
+	t.Parallel()
+	t.Run("while awaiting", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.prepared()
+		h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		})
+		h.reconcileReturns(activities.ReconcileOutput{Searched: true})
+		h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 4*time.Hour)
+		h.run()
+		res, _ := h.result()
+		require.Equal(t, Cancelled, res.State)
+		require.Contains(t, res.Reason, "Temporal cancellation request")
+	})
+	t.Run("while tracking", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.prepared()
+		h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+			return accepted("m-1", attempt, provider.Accepted), nil
+		})
+		h.statuses(provider.StatusSent, provider.StatusDelivered)
+		h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
+		h.run()
+		res, err := h.result()
+		require.NoError(t, err)
+		require.Equal(t, Delivered, res.State, "a sent SMS cannot be cancelled; the run follows it to the end")
+		require.True(t, timelineHas(h.query(), "refused a cancellation request from Temporal cancellation request"))
+	})
+}
