@@ -70,6 +70,11 @@ func Do(ctx context.Context, hc *http.Client, method, u string, header http.Head
 	if err != nil {
 		return Answer{}, err
 	}
+	// net/http quietly sends a request again when a reused connection drops
+	// and the request has an Idempotency-Key header and a GetBody. Safe for
+	// the provider, but that second request would be an attempt nobody
+	// recorded: every HTTP request must be one attempt in the ledger.
+	req.GetBody = nil
 	for k, vs := range header {
 		req.Header[k] = vs
 	}

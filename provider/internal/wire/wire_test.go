@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,4 +47,27 @@ func TestTransportFailureIsUnknown(t *testing.T) {
 func TestJoinURLEscapesSegments(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "https://x/workspaces/a%2Fb/messages", JoinURL("https://x/", "workspaces", "a/b", "messages"))
+}
+
+// A connection that drops after the provider acted must surface as one
+// failed attempt, not be re-sent behind our back by net/http.
+func TestDoNeverResendsQuietly(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 2 { // the second request arrives on the kept-alive connection
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			_ = conn.Close()
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	hc := NewHTTPClient(time.Second)
+	h := http.Header{"Idempotency-Key": {"k"}}
+	_, err := Do(context.Background(), hc, http.MethodPost, srv.URL, h, []byte("{}"))
+	require.NoError(t, err)
+	_, err = Do(context.Background(), hc, http.MethodPost, srv.URL, h, []byte("{}"))
+	require.Error(t, err, "the drop is reported")
+	require.EqualValues(t, 2, hits.Load(), "and not retried by the transport")
 }
