@@ -41,7 +41,7 @@ type Policy struct {
 
 // AttemptSlack is what the send activity needs beyond the HTTP attempt:
 // the ledger writes before and after it.
-const AttemptSlack = 10 * time.Second
+const AttemptSlack = 5 * time.Second
 
 // DefaultPolicy returns the defaults documented on Policy.
 func DefaultPolicy() Policy {

@@ -301,7 +301,7 @@ func (s *Stack) buildServer(frontendHost string, frontendPort int) (temporal.Ser
 			InitialFailoverVersion: 1,
 			RPCAddress:             s.frontendAddr,
 			HTTPAddress:            hostPort(frontendHTTPPort),
-			ClusterID:              "smsorch-dev",
+			ClusterID:              "8d0b7e0e-6a5f-4c1e-9a53-2f1d3c4b5a69", // fixed: one dev cluster per data directory
 		}},
 	}
 	conf.DCRedirectionPolicy.Policy = "noop"

@@ -192,6 +192,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// Config returns the configuration in effect, defaults applied.
+func (s *Server) Config() Config { return s.cfg }
+
 // Handler serves both providers and the /_sim/ admin API.
 func (s *Server) Handler() http.Handler { return s.handler }
 

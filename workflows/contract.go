@@ -193,3 +193,18 @@ type Status struct {
 	Warnings         []string  `json:"warnings,omitempty"`
 	Timeline         []Entry   `json:"timeline"`
 }
+
+// ResultFromError reads the Result carried by the error of a run that ended
+// Failed (ApplicationError of type FailureType) or Cancelled (CanceledError);
+// ok is false for any other error.
+func ResultFromError(err error) (res Result, ok bool) {
+	var appErr *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == FailureType && appErr.HasDetails():
+		return res, appErr.Details(&res) == nil
+	case errors.As(err, &canceled) && canceled.HasDetails():
+		return res, canceled.Details(&res) == nil
+	}
+	return res, false
+}

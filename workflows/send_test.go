@@ -138,17 +138,11 @@ func (h *harness) result() (Result, error) {
 		return res, nil
 	}
 	var appErr *temporal.ApplicationError
-	var canceled *temporal.CanceledError
-	switch {
-	case errors.As(err, &appErr):
-		require.Equal(h.t, FailureType, appErr.Type())
+	if errors.As(err, &appErr) {
 		require.True(h.t, appErr.NonRetryable())
-		require.NoError(h.t, appErr.Details(&res))
-	case errors.As(err, &canceled):
-		require.NoError(h.t, canceled.Details(&res))
-	default:
-		h.t.Fatalf("unexpected workflow error %T: %v", err, err)
 	}
+	res, ok := ResultFromError(err)
+	require.True(h.t, ok, "unexpected workflow error %T: %v", err, err)
 	return res, err
 }
 
