@@ -1,0 +1,259 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/provider/bird"
+	"github.com/acme/smsorch/provider/sendy"
+	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/workflows"
+)
+
+// App is a running worker process.
+type App struct {
+	Config Config
+	Log    *zap.Logger
+	// Client is connected to the namespace the worker serves.
+	Client client.Client
+	// Stack is the embedded dev stack (dev mode only).
+	Stack *devstack.Stack
+	// Sim is the provider simulator (dev mode with the simulator only).
+	Sim    *simulator.Listening
+	Ledger ledger.Ledger
+	// Namespace is the namespace the worker serves.
+	Namespace string
+
+	worker  worker.Worker
+	stopped bool
+}
+
+// simWorkspace and simChannel are the Bird channel the dev mode uses on
+// the simulator.
+const (
+	simWorkspace = "dev-workspace"
+	simChannel   = "dev-sms-channel"
+)
+
+// Start brings the process up; on error everything started is stopped.
+func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &App{Config: cfg, Log: log}
+	defer func() {
+		if err != nil {
+			_ = a.Stop()
+		}
+	}()
+
+	if cfg.Dev {
+		a.Stack, err = devstack.Start(ctx, devstack.Config{
+			FrontendAddress: cfg.FrontendAddress, UIAddress: cfg.UIAddress, DataDir: cfg.DataDir,
+			SearchAttributes: workflows.SearchAttributes(), Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		a.Namespace = a.Stack.Namespace()
+		a.Client, err = client.DialContext(ctx, client.Options{HostPort: a.Stack.FrontendAddress(), Namespace: a.Namespace, Logger: logging.SDK(log.Named("temporal-sdk"))})
+	} else {
+		var opts client.Options
+		opts, err = envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("read the Temporal connection settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, or a TEMPORAL_PROFILE): %w", err)
+		}
+		if opts.Namespace == "" {
+			opts.Namespace = client.DefaultNamespace
+		}
+		opts.Logger = logging.SDK(log.Named("temporal-sdk"))
+		a.Namespace = opts.Namespace
+		a.Client, err = client.DialContext(ctx, opts)
+		if err == nil {
+			err = ensureSearchAttributes(ctx, a.Client, a.Namespace)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal: %w", err)
+	}
+
+	a.Ledger, err = ledger.OpenSQLite(ctx, cfg.LedgerPath)
+	if err != nil {
+		return nil, err
+	}
+	providers, err := a.providers()
+	if err != nil {
+		return nil, err
+	}
+	acts := &activities.Activities{Providers: providers, Policies: cfg.Policies, Ledger: a.Ledger, Logger: log.Named("activities")}
+	a.worker = worker.New(a.Client, workflows.TaskQueue, worker.Options{})
+	Register(a.worker, acts)
+	if err := a.worker.Start(); err != nil {
+		return nil, fmt.Errorf("start the worker on task queue %s: %w", workflows.TaskQueue, err)
+	}
+	return a, nil
+}
+
+// Register registers the workflow and the activities on a worker.
+func Register(w worker.Registry, acts *activities.Activities) {
+	w.RegisterWorkflowWithOptions(workflows.SendSMS, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	w.RegisterActivity(acts)
+}
+
+// providers builds the clients: the simulator in dev mode, the configured
+// providers otherwise.
+func (a *App) providers() (map[provider.Name]provider.Client, error) {
+	cfg := a.Config
+	birdCfg := bird.Config{BaseURL: cfg.Bird.BaseURL, AccessKey: cfg.Bird.AccessKey, WorkspaceID: cfg.Bird.WorkspaceID, ChannelID: cfg.Bird.ChannelID, Timeout: cfg.AttemptTimeout}
+	sendyCfg := sendy.Config{BaseURL: cfg.Sendy.BaseURL, Token: cfg.Sendy.Token, Sender: cfg.Sendy.Sender, Timeout: cfg.AttemptTimeout}
+	if cfg.simulated() {
+		sim, err := simulator.New(withLogger(cfg.Simulator, a.Log.Named("simulator")))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range cfg.SimFaults {
+			if err := sim.AddFault(f); err != nil {
+				return nil, err
+			}
+		}
+		if a.Sim, err = sim.Listen(cfg.SimulatorAddress); err != nil {
+			return nil, err
+		}
+		simCfg := sim.Config()
+		birdCfg = bird.Config{BaseURL: a.Sim.URL, AccessKey: logging.Secret(simCfg.BirdAccessKey), WorkspaceID: simWorkspace, ChannelID: simChannel, Timeout: cfg.AttemptTimeout}
+		sendyCfg = sendy.Config{BaseURL: a.Sim.URL, Token: logging.Secret(simCfg.SendyToken), Sender: cfg.Sendy.Sender, Timeout: cfg.AttemptTimeout}
+	}
+	out := map[provider.Name]provider.Client{}
+	if birdCfg.BaseURL != "" {
+		c, err := bird.New(birdCfg)
+		if err != nil {
+			return nil, err
+		}
+		out[provider.Bird] = c
+	}
+	if sendyCfg.BaseURL != "" {
+		c, err := sendy.New(sendyCfg)
+		if err != nil {
+			return nil, err
+		}
+		out[provider.Sendy] = c
+	}
+	return out, nil
+}
+
+func withLogger(c simulator.Config, l *zap.Logger) simulator.Config {
+	c.Logger = l
+	return c
+}
+
+// ensureSearchAttributes makes sure the namespace has the workflow's search
+// attributes: without them every state change would fail the run's task.
+func ensureSearchAttributes(ctx context.Context, c client.Client, ns string) error {
+	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+	if err != nil {
+		return fmt.Errorf("list the search attributes of namespace %s: %w", ns, err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	var names []string
+	for name, typ := range workflows.SearchAttributes() {
+		if _, ok := have.GetCustomAttributes()[name]; !ok {
+			missing[name] = typ
+			names = append(names, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if _, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: ns, SearchAttributes: missing}); err != nil {
+		var cmds []string
+		for _, n := range names {
+			cmds = append(cmds, fmt.Sprintf("temporal operator search-attribute create --namespace %s --name %s --type Keyword", ns, n))
+		}
+		return fmt.Errorf("namespace %s lacks the search attributes %s and this worker may not add them (%w): run\n  %s",
+			ns, strings.Join(names, ", "), err, strings.Join(cmds, "\n  "))
+	}
+	return nil
+}
+
+// Banner says what is running and where, for the person who started it.
+func (a *App) Banner() string {
+	var b strings.Builder
+	if a.Stack != nil {
+		b.WriteString("smsorch dev stack is up\n")
+		if u := a.Stack.UIURL(); u != "" {
+			fmt.Fprintf(&b, "  Temporal web UI:    %s/namespaces/%s/workflows\n", u, a.Namespace)
+		}
+		fmt.Fprintf(&b, "  Temporal frontend:  %s (namespace %s)\n", a.Stack.FrontendAddress(), a.Namespace)
+		fmt.Fprintf(&b, "  Temporal state:     %s\n", a.Stack.DatabasePath())
+	} else {
+		fmt.Fprintf(&b, "smsorch worker is up (namespace %s)\n", a.Namespace)
+	}
+	if a.Sim != nil {
+		fmt.Fprintf(&b, "  Provider simulator: %s (messages it sent: %s/_sim/messages)\n", a.Sim.URL, a.Sim.URL)
+	}
+	fmt.Fprintf(&b, "  Send ledger:        %s\n", a.Config.LedgerPath)
+	fmt.Fprintf(&b, "  Task queue:         %s\n", workflows.TaskQueue)
+	b.WriteString("Press Ctrl+C to stop.\n")
+	return b.String()
+}
+
+// Stop shuts everything down in reverse order. It is safe to call twice.
+func (a *App) Stop() error {
+	if a.stopped {
+		return nil
+	}
+	a.stopped = true
+	var errs []error
+	if a.worker != nil {
+		a.worker.Stop()
+	}
+	if a.Client != nil {
+		a.Client.Close()
+	}
+	if a.Sim != nil {
+		errs = append(errs, a.Sim.Close())
+	}
+	if a.Ledger != nil {
+		errs = append(errs, a.Ledger.Close())
+	}
+	if a.Stack != nil {
+		errs = append(errs, a.Stack.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// Run starts the process, prints the banner to out, and stops cleanly when
+// ctx ends (SIGINT or SIGTERM in the command).
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
+	cfg = cfg.WithDefaults()
+	log, err := logging.New(logging.Options{Format: logging.Format(cfg.LogFormat), Level: cfg.LogLevel})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	a, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	_, _ = io.WriteString(out, a.Banner())
+	<-ctx.Done()
+	log.Info("stopping")
+	return a.Stop()
+}

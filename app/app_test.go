@@ -1,0 +1,123 @@
+package app
+
+import (
+	"context"
+	"flag"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/workflows"
+)
+
+func TestFlagsAndEnvironment(t *testing.T) {
+	t.Setenv(EnvBirdAccessKey, "bird-secret")
+	t.Setenv(EnvSendyToken, "sendy-secret")
+	var cfg Config
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{
+		"--bird-url", "https://api.bird.com", "--bird-workspace", "ws", "--bird-channel", "ch",
+		"--bird-replay-window", "2h", "--window-margin", "5m", "--decision-deadline", "24h",
+		"--sim-fault", "error_5xx=0.1@bird",
+	}))
+	cfg = cfg.WithDefaults()
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, 2*time.Hour, cfg.Policies[provider.Bird].ReplayWindow)
+	require.Equal(t, 3*time.Hour, cfg.Policies[provider.Sendy].ReplayWindow, "a Bird setting leaves Sendy alone")
+	require.Equal(t, 5*time.Minute, cfg.Policies[provider.Sendy].WindowMargin)
+	require.Equal(t, 24*time.Hour, cfg.Policies[provider.Bird].DecisionDeadline)
+	require.Len(t, cfg.SimFaults, 1)
+	require.Equal(t, "bird-secret", cfg.Bird.AccessKey.Reveal())
+	require.NotContains(t, strings.Join([]string{cfg.Bird.AccessKey.String(), cfg.Sendy.Token.String()}, " "), "secret")
+	require.ErrorContains(t, fs.Parse([]string{"--window-margin", "soon"}), "write a duration like 3h or 90s")
+}
+
+func TestValidateSaysWhatToFix(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "no provider is configured"},
+		{Config{Bird: BirdConfig{BaseURL: "https://api.bird.com"}}, "BIRD_ACCESS_KEY is empty"},
+		{Config{Sendy: SendyConfig{BaseURL: "https://sendy"}}, "SENDY_TOKEN is empty"},
+		{Config{Dev: true, SimulatorAddress: Off}, "no provider is configured"},
+		{Config{Dev: true, AttemptTimeout: 4 * time.Hour}, "leaves no room for one 4h0m0s attempt"},
+	} {
+		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want)
+	}
+	require.NoError(t, Config{Dev: true}.WithDefaults().Validate(), "dev mode needs nothing else")
+}
+
+// Production mode: the worker connects through TEMPORAL_ADDRESS and
+// TEMPORAL_NAMESPACE to a cluster that lacks the search attributes, adds
+// them, and serves sends to a configured provider.
+func TestStartAgainstAnExistingCluster(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: filepath.Join(dir, "cluster"), Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer func() { _ = cluster.Stop() }()
+	sim, err := simulator.New(simulator.Config{DeliveryDelay: 100 * time.Millisecond})
+	require.NoError(t, err)
+	srv := httptest.NewServer(sim.Handler())
+	defer srv.Close()
+
+	t.Setenv("TEMPORAL_ADDRESS", cluster.FrontendAddress())
+	t.Setenv("TEMPORAL_NAMESPACE", "default")
+	t.Setenv("TEMPORAL_CONFIG_FILE", filepath.Join(dir, "no-such-profile.toml"))
+	t.Setenv(EnvSendyToken, simulator.DefaultSendyToken)
+	var cfg Config
+	cfg.RegisterFlags(flag.NewFlagSet("worker", flag.ContinueOnError))
+	cfg.Sendy.BaseURL = srv.URL
+	cfg.LedgerPath = filepath.Join(dir, "ledger.db")
+	cfg.IntakeAddress = Off
+	cfg.Policies[provider.Sendy] = activities.Policy{StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 200 * time.Millisecond}
+	a, err := Start(ctx, cfg, zap.NewNop())
+	require.NoError(t, err)
+	defer func() { _ = a.Stop() }()
+	require.Nil(t, a.Stack)
+	require.Contains(t, a.Banner(), "smsorch worker is up (namespace default)")
+
+	sa, err := a.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: "default"})
+	require.NoError(t, err)
+	for name := range workflows.SearchAttributes() {
+		require.Contains(t, sa.GetCustomAttributes(), name, "added at start")
+	}
+
+	run, err := a.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "order-1-shipped", TaskQueue: workflows.TaskQueue},
+		workflows.WorkflowName, workflows.Input{Key: "order-1-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 1 has shipped."})
+	require.NoError(t, err)
+	var res workflows.Result
+	require.NoError(t, run.Get(ctx, &res))
+	require.Equal(t, workflows.Delivered, res.State)
+	require.Len(t, sim.Messages(simulator.Filter{Key: "order-1-shipped"}), 1)
+}
+
+func TestDevBannerNamesTheUI(t *testing.T) {
+	t.Parallel()
+	a, err := Start(context.Background(), Config{
+		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: "127.0.0.1:0",
+		SimulatorAddress: "127.0.0.1:0", IntakeAddress: Off,
+	}, zap.NewNop())
+	require.NoError(t, err)
+	defer func() { _ = a.Stop() }()
+	b := a.Banner()
+	require.Contains(t, b, a.Stack.UIURL()+"/namespaces/default/workflows")
+	require.Contains(t, b, a.Sim.URL+"/_sim/messages")
+	require.Contains(t, b, "Press Ctrl+C to stop.")
+	require.NoError(t, a.Stop())
+	require.NoError(t, a.Stop(), "a second Stop is harmless")
+}

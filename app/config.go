@@ -1,0 +1,203 @@
+// Package app assembles the worker process: the Temporal client (or, in dev
+// mode, the embedded dev stack), the provider clients (or the simulator),
+// the ledger, the Temporal worker and the HTTP intake. worker/main.go only
+// parses flags and calls Run.
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/simulator"
+)
+
+// Environment variables that hold secrets; they are never flags, so they
+// do not show in the process list.
+const (
+	EnvBirdAccessKey = "BIRD_ACCESS_KEY"
+	EnvSendyToken    = "SENDY_TOKEN"
+	EnvIntakeSecret  = "SMSORCH_INTAKE_SECRET"
+)
+
+// Defaults of the settings below.
+const (
+	DefaultSimulatorAddress = "127.0.0.1:8299"
+	DefaultIntakeAddress    = "127.0.0.1:8080"
+	// Off disables an optional listener (UI, simulator, intake).
+	Off = "off"
+)
+
+// Config is the whole process configuration. Zero values take the
+// documented defaults; Validate explains what is wrong.
+type Config struct {
+	// Dev runs everything in this process: the dev stack (Temporal on
+	// SQLite and the web UI), the provider simulator and the ledger on
+	// SQLite, all under DataDir.
+	Dev bool
+	// DataDir holds the dev stack's state and, by default, the ledger.
+	// Default .smsorch in the working directory.
+	DataDir string
+	// FrontendAddress and UIAddress are the dev stack's listeners.
+	// Defaults 127.0.0.1:7233 and 127.0.0.1:8233; UIAddress "off" has no UI.
+	FrontendAddress, UIAddress string
+	// SimulatorAddress is where dev mode serves the provider simulator;
+	// default 127.0.0.1:8299. "off" uses the configured providers instead.
+	SimulatorAddress string
+	// Simulator configures the dev-mode simulator; SimFaults are installed
+	// into it at start.
+	Simulator simulator.Config
+	SimFaults simulator.FaultFlag
+	// LedgerPath is the ledger's SQLite file; default DataDir/ledger.db.
+	LedgerPath string
+	// IntakeAddress serves the HTTP event intake; default 127.0.0.1:8080,
+	// "off" for none.
+	IntakeAddress string
+	// IntakeSecret, when set, requires an HMAC-SHA256 signature of each
+	// intake request body (from SMSORCH_INTAKE_SECRET).
+	IntakeSecret logging.Secret
+
+	// Bird and Sendy are the real providers (ignored while the dev-mode
+	// simulator stands in for them). A provider without a base URL is not
+	// configured.
+	Bird  BirdConfig
+	Sendy SendyConfig
+	// AttemptTimeout bounds one HTTP attempt; default 15 s.
+	AttemptTimeout time.Duration
+	// Policies are the per-provider durations; zero fields take
+	// activities.DefaultPolicy. AttemptTimeout is copied into them.
+	Policies map[provider.Name]activities.Policy
+
+	// LogFormat is "console" (default in dev) or "json" (default otherwise).
+	LogFormat string
+	// LogLevel is debug, info (default), warn or error.
+	LogLevel string
+}
+
+// BirdConfig is Bird's connection; AccessKey comes from BIRD_ACCESS_KEY.
+type BirdConfig struct {
+	BaseURL, WorkspaceID, ChannelID string
+	AccessKey                       logging.Secret
+}
+
+// SendyConfig is Sendy's connection; Token comes from SENDY_TOKEN.
+type SendyConfig struct {
+	BaseURL, Sender string
+	Token           logging.Secret
+}
+
+// WithDefaults fills the zero fields.
+func (c Config) WithDefaults() Config {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.DataDir, devstack.DefaultDataDir)
+	def(&c.FrontendAddress, devstack.DefaultFrontendAddress)
+	def(&c.UIAddress, devstack.DefaultUIAddress)
+	def(&c.SimulatorAddress, DefaultSimulatorAddress)
+	def(&c.IntakeAddress, DefaultIntakeAddress)
+	def(&c.LedgerPath, filepath.Join(c.DataDir, "ledger.db"))
+	def(&c.Sendy.Sender, "SMS")
+	if c.LogFormat == "" {
+		c.LogFormat = string(logging.FormatJSON)
+		if c.Dev {
+			c.LogFormat = string(logging.FormatConsole)
+		}
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = activities.DefaultPolicy().AttemptTimeout
+	}
+	policies := map[provider.Name]activities.Policy{}
+	for _, p := range provider.Names {
+		pol := c.Policies[p]
+		pol.AttemptTimeout = c.AttemptTimeout
+		policies[p] = pol.WithDefaults()
+	}
+	c.Policies = policies
+	return c
+}
+
+// Validate reports a broken configuration before anything starts.
+func (c Config) Validate() error {
+	var errs []error
+	for _, p := range provider.Names {
+		if err := c.Policies[p].Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s policy: %w", p, err))
+		}
+	}
+	if !c.simulated() {
+		if c.Bird.BaseURL == "" && c.Sendy.BaseURL == "" {
+			errs = append(errs, errors.New("no provider is configured: set --bird-url (with --bird-workspace, --bird-channel and BIRD_ACCESS_KEY) and/or --sendy-url (with SENDY_TOKEN), or run with --dev to use the simulator"))
+		}
+		if c.Bird.BaseURL != "" && c.Bird.AccessKey == "" {
+			errs = append(errs, fmt.Errorf("bird is configured but %s is empty: export it from your Bird workspace's access keys", EnvBirdAccessKey))
+		}
+		if c.Sendy.BaseURL != "" && c.Sendy.Token == "" {
+			errs = append(errs, fmt.Errorf("sendy is configured but %s is empty: export the API token", EnvSendyToken))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// simulated reports whether the simulator stands in for both providers.
+func (c Config) simulated() bool { return c.Dev && c.SimulatorAddress != Off }
+
+// RegisterFlags binds the configuration to flags and reads the secrets
+// from the environment.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.Dev, "dev", false, "run everything in this process: Temporal with the web UI, the provider simulator and the ledger, under --data-dir")
+	fs.StringVar(&c.DataDir, "data-dir", devstack.DefaultDataDir, "dev-mode state directory (Temporal's SQLite file, the ledger)")
+	fs.StringVar(&c.FrontendAddress, "frontend", devstack.DefaultFrontendAddress, "dev mode: the Temporal frontend address")
+	fs.StringVar(&c.UIAddress, "ui", devstack.DefaultUIAddress, `dev mode: the Temporal web UI address, or "off"`)
+	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
+	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger's SQLite file (default <data-dir>/ledger.db)")
+	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"`)
+	fs.StringVar(&c.Bird.BaseURL, "bird-url", "", "Bird's API base URL, e.g. https://api.bird.com (access key from "+EnvBirdAccessKey+")")
+	fs.StringVar(&c.Bird.WorkspaceID, "bird-workspace", "", "Bird workspace id")
+	fs.StringVar(&c.Bird.ChannelID, "bird-channel", "", "Bird SMS channel id")
+	fs.StringVar(&c.Sendy.BaseURL, "sendy-url", "", "Sendy's API base URL (token from "+EnvSendyToken+")")
+	fs.StringVar(&c.Sendy.Sender, "sendy-sender", "SMS", "Sendy's default sender name")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", activities.DefaultPolicy().AttemptTimeout, "bound of one HTTP attempt to a provider")
+	fs.StringVar(&c.LogFormat, "log-format", "", "console or json (default console in dev mode, json otherwise)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	c.Policies = map[provider.Name]activities.Policy{}
+	// durationFlag sets one policy duration for the given providers.
+	durationFlag := func(name, usage string, def time.Duration, set func(*activities.Policy, time.Duration), targets ...provider.Name) {
+		fs.Func(name, fmt.Sprintf("%s (default %s)", usage, def), func(s string) error {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return fmt.Errorf("write a duration like 3h or 90s: %w", err)
+			}
+			for _, p := range targets {
+				pol := c.Policies[p]
+				set(&pol, d)
+				c.Policies[p] = pol
+			}
+			return nil
+		})
+	}
+	def := activities.DefaultPolicy()
+	durationFlag("bird-replay-window", "how long Bird keeps answers for replay", def.ReplayWindow,
+		func(p *activities.Policy, d time.Duration) { p.ReplayWindow = d }, provider.Bird)
+	durationFlag("sendy-replay-window", "how long Sendy keeps answers for replay (unpublished: a setting)", def.ReplayWindow,
+		func(p *activities.Policy, d time.Duration) { p.ReplayWindow = d }, provider.Sendy)
+	durationFlag("window-margin", "retries of a key stop this long before its replay window closes", def.WindowMargin,
+		func(p *activities.Policy, d time.Duration) { p.WindowMargin = d }, provider.Names...)
+	durationFlag("tracking-limit", "how long delivery is followed after acceptance", def.TrackingLimit,
+		func(p *activities.Policy, d time.Duration) { p.TrackingLimit = d }, provider.Names...)
+	durationFlag("decision-deadline", "how long a run awaits a resend or cancel decision", def.DecisionDeadline,
+		func(p *activities.Policy, d time.Duration) { p.DecisionDeadline = d }, provider.Names...)
+	c.Simulator.RegisterFlags(fs, "sim-", &c.SimFaults)
+	c.Bird.AccessKey = logging.Secret(os.Getenv(EnvBirdAccessKey))
+	c.Sendy.Token = logging.Secret(os.Getenv(EnvSendyToken))
+	c.IntakeSecret = logging.Secret(os.Getenv(EnvIntakeSecret))
+}
