@@ -1,0 +1,173 @@
+// Package integration runs the orchestrator as a user does: a real Temporal
+// server (the embedded dev stack on SQLite), the real worker, the provider
+// simulator and the SQLite ledger, all started by app.Start in dev mode.
+// Every test counts the messages the simulator created.
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/workflows"
+)
+
+// The shortened policy: a 12 s replay window with a 3 s margin, so a
+// provider that stays down reaches reconciliation in about 9 s.
+var policy = activities.Policy{
+	ReplayWindow:      12 * time.Second,
+	WindowMargin:      3 * time.Second,
+	AttemptTimeout:    time.Second,
+	InitialBackoff:    200 * time.Millisecond,
+	MaxBackoff:        time.Second,
+	InProgressDelay:   300 * time.Millisecond,
+	StatusPollInitial: 100 * time.Millisecond,
+	StatusPollMax:     300 * time.Millisecond,
+	TrackingLimit:     30 * time.Second,
+	ReconcileBudget:   10 * time.Second,
+	DecisionDeadline:  2 * time.Minute,
+}
+
+var stack *app.App
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "smsorch-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	logPath := filepath.Join(os.TempDir(), "smsorch-integration.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = logFile.Close() }()
+	log, err := logging.New(logging.Options{Format: logging.FormatJSON, Level: "debug", Sink: zapcore.AddSync(logFile)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stack, err = app.Start(ctx, app.Config{
+		Dev: true, DataDir: dir,
+		FrontendAddress: "127.0.0.1:0", UIAddress: "127.0.0.1:0", SimulatorAddress: "127.0.0.1:0", IntakeAddress: "127.0.0.1:0",
+		Simulator:      simulator.Config{DeliveryDelay: 300 * time.Millisecond, SendyRateLimit: -1, Seed: 11},
+		AttemptTimeout: policy.AttemptTimeout,
+		Policies:       map[provider.Name]activities.Policy{provider.Bird: policy, provider.Sendy: policy},
+	}, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start the dev app:", err)
+		return 1
+	}
+	code := m.Run()
+	if err := stack.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop the dev app:", err)
+	}
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "the orchestrator's log is in", logPath)
+	}
+	return code
+}
+
+var seq atomic.Int64
+
+// newKey returns an event key no other test uses.
+func newKey(t *testing.T, stage string) string {
+	return fmt.Sprintf("order-%d%03d-%s", time.Now().UnixMilli()%1_000_000, seq.Add(1), stage)
+}
+
+func sim() *simulator.Listening { return stack.Sim }
+
+func messages(p provider.Name, key string) []simulator.Message {
+	return sim().Messages(simulator.Filter{Provider: string(p), Key: key})
+}
+
+func fault(t *testing.T, f simulator.Fault) {
+	t.Helper()
+	require.NoError(t, sim().AddFault(f))
+}
+
+func input(p provider.Name, key string) workflows.Input {
+	to := "+31612345678"
+	if p == provider.Sendy {
+		to = "+972502345678"
+	}
+	return workflows.Input{Key: key, Provider: string(p), To: to, Text: "Order " + key + " has shipped."}
+}
+
+// start starts the event's run the way the starter does: id = key,
+// REJECT_DUPLICATE and USE_EXISTING.
+func start(ctx context.Context, in workflows.Input) (client.WorkflowRun, error) {
+	return stack.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: in.Key, TaskQueue: workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            "SMS " + in.Key + " to " + logging.MaskPhone(in.To) + " via " + in.Provider,
+		// Without it ExecuteWorkflow hides a refused start behind a handle to the old run.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, workflows.WorkflowName, in)
+}
+
+// result waits for the run and returns its Result, whatever way it ended.
+func result(t *testing.T, run client.WorkflowRun) (workflows.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var res workflows.Result
+	err := run.Get(ctx, &res)
+	if err != nil {
+		r, ok := workflows.ResultFromError(err)
+		require.True(t, ok, "the run ended without a Result: %v", err)
+		res = r
+	}
+	return res, err
+}
+
+// status queries the run's state.
+func status(t *testing.T, key string) workflows.Status {
+	t.Helper()
+	v, err := stack.Client.QueryWorkflow(context.Background(), key, "", workflows.QueryState)
+	require.NoError(t, err)
+	var s workflows.Status
+	require.NoError(t, v.Get(&s))
+	return s
+}
+
+// eventually waits for the run to reach a state.
+func awaitState(t *testing.T, key string, want workflows.State, within time.Duration) workflows.Status {
+	t.Helper()
+	var s workflows.Status
+	require.Eventually(t, func() bool {
+		s = status(t, key)
+		return s.State == want
+	}, within, 100*time.Millisecond, "run %s never reached %s", key, want)
+	return s
+}
+
+func isAlreadyStarted(err error) bool {
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	return errors.As(err, &already)
+}

@@ -1,0 +1,302 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/workflows"
+)
+
+var both = []provider.Name{provider.Bird, provider.Sendy}
+
+func TestOneEventStartedTenTimesSendsOnce(t *testing.T) {
+	t.Parallel()
+	for _, p := range both {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			in := input(p, newKey(t, "shipped"))
+			runs := make([]client.WorkflowRun, 5)
+			var wg sync.WaitGroup
+			for i := range runs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					run, err := start(ctx, in)
+					require.NoError(t, err)
+					runs[i] = run
+				}()
+			}
+			wg.Wait()
+			for _, r := range runs {
+				require.Equal(t, runs[0].GetRunID(), r.GetRunID(), "concurrent starts join one run")
+			}
+			res, err := result(t, runs[0])
+			require.NoError(t, err)
+			require.Equal(t, workflows.Delivered, res.State)
+
+			for i := 0; i < 5; i++ {
+				_, err := start(ctx, in)
+				require.True(t, isAlreadyStarted(err), "a start after completion is refused: %v", err)
+			}
+			require.Len(t, messages(p, in.Key), 1)
+		})
+	}
+}
+
+func TestDroppedAnswerIsReplayed(t *testing.T) {
+	t.Parallel()
+	for _, p := range both {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			in := input(p, newKey(t, "shipped"))
+			fault(t, simulator.Fault{Kind: simulator.DropAfterCommit, Provider: string(p), Key: in.Key})
+			run, err := start(context.Background(), in)
+			require.NoError(t, err)
+			res, err := result(t, run)
+			require.NoError(t, err)
+			require.Equal(t, workflows.Delivered, res.State)
+			require.Equal(t, 1, res.Replays, "the replay is visible in the result")
+			require.Equal(t, 2, res.Attempts)
+			msgs := messages(p, in.Key)
+			require.Len(t, msgs, 1)
+			require.Equal(t, []string{msgs[0].ID}, res.MessageIDs)
+			requireSameBytes(t, p, in.Key)
+		})
+	}
+}
+
+// requireSameBytes checks the simulator's record of every send attempt
+// under a key: the same body bytes each time.
+func requireSameBytes(t *testing.T, p provider.Name, key string) {
+	t.Helper()
+	var first []byte
+	n := 0
+	for _, r := range sim().Requests(simulator.Filter{Provider: string(p), Key: key}) {
+		if r.Method != http.MethodPost {
+			continue
+		}
+		n++
+		if first == nil {
+			first = r.Body
+		}
+		require.True(t, bytes.Equal(first, r.Body), "attempt %d sent other bytes", r.Seq)
+	}
+	require.Positive(t, n)
+}
+
+func TestTransientAnswersThenSuccessSendOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		p    provider.Name
+		kind simulator.Kind
+	}{
+		{provider.Bird, simulator.Unavailable}, // 503 E01033
+		{provider.Bird, simulator.InProgress},  // 409 E01004
+		{provider.Bird, simulator.Error5xx},
+		{provider.Sendy, simulator.Error5xx},
+	} {
+		t.Run(string(tc.p)+"/"+string(tc.kind), func(t *testing.T) {
+			t.Parallel()
+			in := input(tc.p, newKey(t, "shipped"))
+			fault(t, simulator.Fault{Kind: tc.kind, Provider: string(tc.p), Key: in.Key})
+			run, err := start(context.Background(), in)
+			require.NoError(t, err)
+			res, err := result(t, run)
+			require.NoError(t, err)
+			require.Equal(t, workflows.Delivered, res.State)
+			require.Equal(t, 2, res.Attempts)
+			require.Len(t, messages(tc.p, in.Key), 1)
+			requireSameBytes(t, tc.p, in.Key)
+		})
+	}
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel()
+	for _, p := range both {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			in := input(p, newKey(t, "shipped"))
+			fault(t, simulator.Fault{Kind: simulator.RateLimit, Provider: string(p), Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+			run, err := start(context.Background(), in)
+			require.NoError(t, err)
+			res, err := result(t, run)
+			require.NoError(t, err)
+			require.Equal(t, workflows.Delivered, res.State)
+			var sends []simulator.Request
+			for _, r := range sim().Requests(simulator.Filter{Provider: string(p), Key: in.Key}) {
+				if r.Method == http.MethodPost {
+					sends = append(sends, r)
+				}
+			}
+			require.Len(t, sends, 2)
+			require.Equal(t, http.StatusTooManyRequests, sends[0].Status)
+			gap := sends[1].At.Sub(sends[0].At)
+			require.GreaterOrEqual(t, gap, 1900*time.Millisecond, "the retry waited for Retry-After: 2 (backoff alone is 200 ms)")
+			require.Len(t, messages(p, in.Key), 1)
+		})
+	}
+}
+
+// Another request already holds the key: Bird answers E01005 (different
+// bytes), Sendy IDEMPOTENCY_CONFLICT (different text). The run fails with
+// that reason after one attempt.
+func TestKeyConflictFailsTheRunWithoutRetry(t *testing.T) {
+	t.Parallel()
+	for _, p := range both {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			in := input(p, newKey(t, "shipped"))
+			other := in
+			other.Text = "Order was cancelled."
+			squat(t, p, other)
+
+			run, err := start(context.Background(), in)
+			require.NoError(t, err)
+			res, err := result(t, run)
+			require.Error(t, err)
+			require.Equal(t, workflows.Failed, res.State)
+			want := map[provider.Name]string{provider.Bird: "409 E01005 IdempotencyKeyReuse", provider.Sendy: "409 IDEMPOTENCY_CONFLICT"}[p]
+			require.Contains(t, res.Reason, want)
+			require.Equal(t, 1, res.Attempts, "not retried")
+			msgs := messages(p, in.Key)
+			require.Len(t, msgs, 1, "only the other request's message")
+			require.Equal(t, other.Text, msgs[0].Text)
+		})
+	}
+}
+
+// squat sends a request under the key directly to the simulator, as
+// another system with a key-assignment bug would.
+func squat(t *testing.T, p provider.Name, in workflows.Input) {
+	t.Helper()
+	var url, auth, body string
+	if p == provider.Bird {
+		url = sim().URL + "/workspaces/dev-workspace/channels/dev-sms-channel/messages"
+		auth = "AccessKey " + simulator.DefaultBirdAccessKey
+		body = `{"receiver":{"contacts":[{"identifierKey":"phonenumber","identifierValue":"` + in.To + `"}]},"body":{"type":"text","text":{"text":"` + in.Text + `"}}}`
+	} else {
+		url = sim().URL + "/api/v1/messages"
+		auth = "Bearer " + simulator.DefaultSendyToken
+		body = `{"to":"` + in.To + `","from":"SMS","body":"` + in.Text + `","mode":"transactional"}`
+	}
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Idempotency-Key", in.Key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+}
+
+// The provider stays down past the (shortened) replay window: the run
+// reconciles, finds nothing and waits for a person.
+func downPastTheWindow(t *testing.T, p provider.Name) workflows.Input {
+	t.Helper()
+	in := input(p, newKey(t, "shipped"))
+	fault(t, simulator.Fault{Kind: simulator.Error5xx, Provider: string(p), Key: in.Key, Rate: 1})
+	_, err := start(context.Background(), in)
+	require.NoError(t, err)
+	s := awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
+	require.Empty(t, messages(p, in.Key))
+	require.Contains(t, timelineText(s), "ran out with the outcome unknown")
+	require.Contains(t, timelineText(s), "reconciled")
+	return in
+}
+
+func timelineText(s workflows.Status) string {
+	var b strings.Builder
+	for _, e := range s.Timeline {
+		b.WriteString(e.Text + "\n")
+	}
+	return b.String()
+}
+
+func TestProviderDownThenResendSendsOnceUnderTheResendKey(t *testing.T) {
+	t.Parallel()
+	for _, p := range both {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			in := downPastTheWindow(t, p)
+			require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", workflows.SignalResend,
+				map[string]string{"reason": "customer got nothing", "by": "alice"}))
+			res, err := result(t, stack.Client.GetWorkflow(context.Background(), in.Key, ""))
+			require.NoError(t, err)
+			require.Equal(t, workflows.Delivered, res.State)
+			resendKey := in.Key + "~resend-1"
+			require.Equal(t, []string{resendKey}, res.ResendKeys)
+			require.Empty(t, messages(p, in.Key))
+			require.Len(t, messages(p, resendKey), 1, "exactly one new message, under the resend key")
+			require.Equal(t, []string{messages(p, resendKey)[0].ID}, res.MessageIDs)
+		})
+	}
+}
+
+func TestProviderDownThenCancelSendsNothing(t *testing.T) {
+	t.Parallel()
+	in := downPastTheWindow(t, provider.Bird)
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", workflows.SignalCancel,
+		map[string]string{"reason": "order cancelled", "by": "bob"}))
+	res, err := result(t, stack.Client.GetWorkflow(context.Background(), in.Key, ""))
+	require.Error(t, err)
+	require.Equal(t, workflows.Cancelled, res.State)
+	require.Equal(t, "cancelled by bob: order cancelled", res.Reason)
+	require.Empty(t, sim().Messages(simulator.Filter{Key: in.Key}))
+	require.Empty(t, sim().Messages(simulator.Filter{Key: in.Key + "~resend-1"}))
+	e, err := stack.Ledger.Event(context.Background(), in.Key)
+	require.NoError(t, err)
+	require.Equal(t, "Cancelled", e.Outcome, "the ledger settles the event")
+}
+
+// The documented duplicate path: the send takes effect but the provider
+// fails to store its answer; the retry sends again. The run finds both
+// messages under the key and says so.
+func TestUnstoredAnswerIsReportedAsADuplicateSend(t *testing.T) {
+	t.Parallel()
+	in := input(provider.Bird, newKey(t, "shipped"))
+	fault(t, simulator.Fault{Kind: simulator.Unstored, Provider: "bird", Key: in.Key})
+	run, err := start(context.Background(), in)
+	require.NoError(t, err)
+	res, err := result(t, run)
+	require.NoError(t, err)
+	msgs := messages(provider.Bird, in.Key)
+	require.Len(t, msgs, 2)
+	require.True(t, res.DuplicateSend)
+	require.ElementsMatch(t, []string{msgs[0].ID, msgs[1].ID}, res.MessageIDs)
+	require.Contains(t, timelineText(status(t, in.Key)), "proven duplicate send: 2 accepted message ids for key "+in.Key)
+}
+
+// Temporal forgets closed runs after retention; the ledger does not. An
+// event settled in the ledger, with no run left in Temporal, is not sent
+// again by a new run.
+func TestSettledEventIsNotSentAgainEvenByANewRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	in := input(provider.Bird, newKey(t, "shipped"))
+	_, err := stack.Ledger.Claim(ctx, ledger.Event{
+		Key: in.Key, Provider: in.Provider, Recipient: in.To, Text: in.Text, RunID: "a-run-past-retention", CreatedAt: time.Now().Add(-40 * 24 * time.Hour),
+	})
+	require.NoError(t, err)
+	require.NoError(t, stack.Ledger.Settle(ctx, in.Key, string(workflows.Delivered), "delivered", "m-from-last-month", time.Now().Add(-39*24*time.Hour)))
+
+	run, err := start(ctx, in)
+	require.NoError(t, err)
+	res, err := result(t, run)
+	require.NoError(t, err)
+	require.Equal(t, workflows.Duplicate, res.State)
+	require.Contains(t, res.Reason, "already sent as message m-from-last-month")
+	require.Empty(t, sim().Requests(simulator.Filter{Key: in.Key}), "nothing reached the provider")
+}
