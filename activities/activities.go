@@ -22,6 +22,7 @@ import (
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/reconcile"
 	"github.com/acme/smsorch/sms"
 )
 
@@ -351,75 +352,20 @@ type ReconcileOutput struct {
 	How string `json:"how"`
 }
 
-// listSlack widens the list window around the attempts: clocks differ.
-const listSlack = 5 * time.Minute
-
-// Reconcile looks for the event's messages: ids recorded in the ledger or
-// known to the workflow are looked up by id; where the provider can list
-// its messages (Bird), the window of the attempts is searched by key.
+// Reconcile looks for the event's messages in our ledger and in the
+// provider's records (reconcile.Search).
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileOutput, error) {
-	var out ReconcileOutput
 	c, err := a.client(in.Provider)
 	if err != nil {
-		return out, err
+		return ReconcileOutput{}, err
 	}
-	want := map[string]bool{}
-	for _, k := range in.Keys {
-		want[k] = true
-	}
-	ids := append([]string(nil), in.KnownIDs...)
-	attempts, err := a.Ledger.Attempts(ctx, in.EventKey)
+	found, err := reconcile.Search(ctx, a.Ledger, c, reconcile.Query{
+		EventKey: in.EventKey, Keys: in.Keys, KnownIDs: in.KnownIDs, Since: in.Since, Now: a.now(),
+	})
 	if err != nil {
-		return out, err
+		return ReconcileOutput{}, err
 	}
-	fromLedger := 0
-	for _, at := range attempts {
-		if want[at.SendKey] && at.MessageID != "" {
-			ids = append(ids, at.MessageID)
-			fromLedger++
-		}
-	}
-	seen := map[string]bool{}
-	add := func(m provider.Message) {
-		if !seen[m.ID] {
-			seen[m.ID] = true
-			out.Messages = append(out.Messages, m)
-		}
-	}
-	looked := 0
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		m, err := c.Get(ctx, id)
-		if errors.Is(err, provider.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return out, err // provider unreachable: the activity retries
-		}
-		looked++
-		add(m)
-	}
-	out.How = fmt.Sprintf("ledger: %d attempt(s), %d message id(s); looked up %d id(s) at %s", len(attempts), fromLedger, looked, c.Name())
-	out.Searched = len(ids) > 0
-	if l, ok := c.(provider.Lister); ok {
-		from, to := in.Since.Add(-listSlack), a.now().Add(listSlack)
-		listed, err := l.List(ctx, from, to)
-		if err != nil {
-			return out, err
-		}
-		for _, m := range listed {
-			if want[m.Reference] {
-				add(m)
-			}
-		}
-		out.Searched = true
-		out.How += fmt.Sprintf("; searched %d %s message(s) from %s to %s by key", len(listed), c.Name(), from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
-	} else if !out.Searched {
-		out.How += fmt.Sprintf("; %s has no list endpoint and no message id was recorded, so its records cannot be searched", c.Name())
-	}
-	return out, nil
+	return ReconcileOutput{Messages: found.Messages, Searched: found.Searched, How: found.How}, nil
 }
 
 // StatusInput names the message to look up.

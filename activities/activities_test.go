@@ -263,7 +263,7 @@ func TestEarlierUncertain(t *testing.T) {
 	require.True(t, b.acts.earlierUncertain(ctx, event.Key, at(2, provider.Accepted, true)))
 }
 
-func reconcile(t *testing.T, b bundle, in ReconcileInput) ReconcileOutput {
+func runReconcile(t *testing.T, b bundle, in ReconcileInput) ReconcileOutput {
 	t.Helper()
 	v, err := b.env.ExecuteActivity(b.acts.Reconcile, in)
 	require.NoError(t, err)
@@ -285,25 +285,25 @@ func TestReconcileSearchesBirdByKeyAndSendyByID(t *testing.T) {
 	_, err = send(t, b, in)
 	require.NoError(t, err)
 
-	found := reconcile(t, b, ReconcileInput{EventKey: event.Key, Provider: "bird", Keys: []string{event.Key}, Since: start})
+	found := runReconcile(t, b, ReconcileInput{EventKey: event.Key, Provider: "bird", Keys: []string{event.Key}, Since: start})
 	require.True(t, found.Searched)
 	require.Len(t, found.Messages, 2, "both messages of the documented duplicate path")
 	require.Contains(t, found.How, "by key")
 
-	none := reconcile(t, b, ReconcileInput{EventKey: event.Key, Provider: "bird", Keys: []string{event.Key + "~resend-1"}, Since: start})
+	none := runReconcile(t, b, ReconcileInput{EventKey: event.Key, Provider: "bird", Keys: []string{event.Key + "~resend-1"}, Since: start})
 	require.True(t, none.Searched)
 	require.Empty(t, none.Messages)
 
 	sendyEvent := PrepareInput{Key: "order-7-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 7 has shipped."}
 	sp, err := prepare(t, b, sendyEvent)
 	require.NoError(t, err)
-	blind := reconcile(t, b, ReconcileInput{EventKey: sendyEvent.Key, Provider: "sendy", Keys: []string{sendyEvent.Key}, Since: start})
+	blind := runReconcile(t, b, ReconcileInput{EventKey: sendyEvent.Key, Provider: "sendy", Keys: []string{sendyEvent.Key}, Since: start})
 	require.False(t, blind.Searched, "Sendy cannot be searched without an id")
 	require.Contains(t, blind.How, "no list endpoint")
 
 	_, err = send(t, b, SendInput{EventKey: sendyEvent.Key, Request: sp.Request, Budget: sp.Policy.SendBudget()})
 	require.NoError(t, err)
-	byID := reconcile(t, b, ReconcileInput{EventKey: sendyEvent.Key, Provider: "sendy", Keys: []string{sendyEvent.Key}, Since: start})
+	byID := runReconcile(t, b, ReconcileInput{EventKey: sendyEvent.Key, Provider: "sendy", Keys: []string{sendyEvent.Key}, Since: start})
 	require.True(t, byID.Searched)
 	require.Len(t, byID.Messages, 1, "the id recorded in the ledger is looked up")
 }

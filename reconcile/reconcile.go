@@ -1,0 +1,135 @@
+// Package reconcile compares our own send records with the provider's: the
+// message ids the ledger recorded are looked up by id, and where the
+// provider can list its messages (Bird) the window of the attempts is
+// searched by key. The Reconcile activity and the audit command both use it.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/provider"
+)
+
+// ListSlack widens the listed window around the attempts: clocks differ.
+const ListSlack = 5 * time.Minute
+
+// Query says what to look for.
+type Query struct {
+	EventKey string
+	// Keys are the send keys to look for (the event key, resend keys).
+	Keys []string
+	// KnownIDs are message ids known besides the ledger's.
+	KnownIDs []string
+	// Since is the first attempt under any of Keys.
+	Since time.Time
+	// Now ends the listed window.
+	Now time.Time
+}
+
+// Found is what the search found.
+type Found struct {
+	// Messages are the provider's records of the event's messages, each once.
+	Messages []provider.Message
+	// Attempts are the ledger's attempts of the event (all keys).
+	Attempts []ledger.Attempt
+	// Searched is true when the provider's records could be searched for
+	// the keys: a list, or at least one message id to look up.
+	Searched bool
+	// How says what was consulted, for timelines and reports.
+	How string
+}
+
+// Search runs the query against the ledger and the provider. A provider
+// that cannot be reached is an error: the caller retries or reports it.
+func Search(ctx context.Context, led ledger.Ledger, c provider.Client, q Query) (Found, error) {
+	var out Found
+	want := map[string]bool{}
+	for _, k := range q.Keys {
+		want[k] = true
+	}
+	attempts, err := led.Attempts(ctx, q.EventKey)
+	if err != nil {
+		return out, err
+	}
+	out.Attempts = attempts
+	ids := append([]string(nil), q.KnownIDs...)
+	fromLedger := 0
+	for _, at := range attempts {
+		if want[at.SendKey] && at.MessageID != "" {
+			ids = append(ids, at.MessageID)
+			fromLedger++
+		}
+	}
+	seen := map[string]bool{}
+	add := func(m provider.Message) {
+		if !seen[m.ID] {
+			seen[m.ID] = true
+			out.Messages = append(out.Messages, m)
+		}
+	}
+	looked := 0
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		m, err := c.Get(ctx, id)
+		if errors.Is(err, provider.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		looked++
+		add(m)
+	}
+	out.How = fmt.Sprintf("ledger: %d attempt(s), %d message id(s); looked up %d id(s) at %s", len(attempts), fromLedger, looked, c.Name())
+	out.Searched = len(ids) > 0
+	if l, ok := c.(provider.Lister); ok {
+		from, to := q.Since.Add(-ListSlack), q.Now.Add(ListSlack)
+		listed, err := l.List(ctx, from, to)
+		if err != nil {
+			return out, err
+		}
+		for _, m := range listed {
+			if want[m.Reference] {
+				add(m)
+			}
+		}
+		out.Searched = true
+		out.How += fmt.Sprintf("; searched %d %s message(s) from %s to %s by key", len(listed), c.Name(), from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	} else if !out.Searched {
+		out.How += fmt.Sprintf("; %s has no list endpoint and no message id was recorded, so its records cannot be searched", c.Name())
+	}
+	return out, nil
+}
+
+// AcceptedByKey groups the accepted message ids of an event by send key,
+// from both sides: the ledger's accepted attempts, and the provider's
+// messages that carry their key (Bird's reference). More than one id for
+// one key proves a duplicate send.
+func AcceptedByKey(f Found) map[string][]string {
+	out := map[string][]string{}
+	add := func(key, id string) {
+		for _, have := range out[key] {
+			if have == id {
+				return
+			}
+		}
+		out[key] = append(out[key], id)
+	}
+	for _, at := range f.Attempts {
+		if at.MessageID != "" && provider.Outcome(at.Outcome).Sent() {
+			add(at.SendKey, at.MessageID)
+		}
+	}
+	for _, m := range f.Messages {
+		if m.Reference != "" {
+			add(m.Reference, m.ID)
+		}
+	}
+	return out
+}
