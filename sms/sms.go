@@ -52,6 +52,10 @@ func ParseRecipient(s string) (Recipient, error) {
 		}
 		return Recipient{}, &Error{"recipient", fmt.Sprintf("%q has no country code", s), "write it in international form with '+' and the country code, for example +972501234567 for 050-123-4567 in Israel"}
 	}
+	if i := strings.IndexFunc(raw, func(r rune) bool { return !strings.ContainsRune("+0123456789 -().", r) }); i >= 0 {
+		return Recipient{}, &Error{"recipient", fmt.Sprintf("%q is not a phone number: it contains %q", s, []rune(raw[i:])[0]),
+			"write only digits after the '+' (spaces, dashes and parentheses are fine), for example +31612345678"}
+	}
 	num, err := phonenumbers.Parse(raw, "")
 	if err != nil {
 		return Recipient{}, &Error{"recipient", fmt.Sprintf("%q is not a phone number (%v)", s, err), "give it in E.164 form, for example +31612345678"}
