@@ -1,0 +1,237 @@
+// Package starter is the Go API for application code: start the SMS of a
+// business event, see its run, decide on it, wait for it.
+//
+//	s := starter.New(temporalClient)
+//	res, err := s.Send(ctx, starter.Event{Kind: "order", ID: "58213", Stage: "shipped",
+//		To: "+31612345678", Text: "Order 58213 has shipped.", Provider: "bird"})
+//	// res.Started is true for the call that started the run; every other
+//	// call for the same event gets the existing run (res.Started false).
+//
+// Everything is validated before anything starts. The run's id is the
+// event key, with REJECT_DUPLICATE and USE_EXISTING, so a second start of
+// the same event joins or is refused and never sends again; a second start
+// with another recipient or text is a ConflictError, never a silent attach.
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/sms"
+	"github.com/acme/smsorch/workflows"
+)
+
+// Errors callers match with errors.Is (and errors.As for the types).
+var (
+	// ErrConflict: the key already has a run for a different message.
+	ErrConflict = errors.New("event key already used for a different message")
+	// ErrNotFound: no run for the key (never started, or past retention).
+	ErrNotFound = errors.New("no run for this event key")
+)
+
+// ConflictError names what differs between the existing run and the event.
+type ConflictError struct {
+	Key   string
+	Field string
+	// Existing is the run that holds the key.
+	Existing Existing
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%v: %s already has a run (%s) with another %s; nothing was started. A different message is a different event: derive its own key",
+		ErrConflict, e.Key, e.Existing.State, e.Field)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Existing describes a run found for a key.
+type Existing struct {
+	RunID string          `json:"runId"`
+	State workflows.State `json:"state"`
+	// Status is Temporal's status of the run: Running, Completed, ...
+	Status string `json:"status"`
+}
+
+// Result says what Send did.
+type Result struct {
+	Key   string `json:"key"`
+	RunID string `json:"runId"`
+	// Started is true when this call started the run; false when the
+	// event's run already existed (running or closed) and nothing new started.
+	Started bool            `json:"started"`
+	State   workflows.State `json:"state"`
+	// Text is the encoding and segment count of the message.
+	Text     sms.Text `json:"text"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Starter starts and steers event runs.
+type Starter struct {
+	c         client.Client
+	namespace string
+	identity  string
+	now       func() time.Time
+}
+
+// Option configures a Starter.
+type Option func(*Starter)
+
+// WithNamespace sets the namespace (default "default", or what the client was dialled with).
+func WithNamespace(ns string) Option { return func(s *Starter) { s.namespace = ns } }
+
+// New returns a Starter over a connected Temporal client.
+func New(c client.Client, opts ...Option) *Starter {
+	host, _ := os.Hostname()
+	s := &Starter{c: c, namespace: client.DefaultNamespace, identity: fmt.Sprintf("smsorch-starter@%s", host), now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Send validates the event and starts its run, or finds the run that
+// already exists for it.
+func (s *Starter) Send(ctx context.Context, e Event) (Result, error) {
+	plan, err := Validate(e, s.now())
+	if err != nil {
+		return Result{}, err
+	}
+	return s.Start(ctx, plan)
+}
+
+// Start starts a validated plan. See Send.
+func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
+	in := plan.Input
+	res := Result{Key: in.Key, Text: plan.Text, Warnings: plan.Warnings}
+	dc := converter.GetDefaultDataConverter()
+	input, err := dc.ToPayloads(in)
+	if err != nil {
+		return res, err
+	}
+	summary, err := dc.ToPayload(Summary(in))
+	if err != nil {
+		return res, err
+	}
+	sa := map[string]*commonpb.Payload{}
+	for name, v := range map[string]string{
+		workflows.StateAttribute.GetName():    string(workflows.Sending),
+		workflows.ProviderAttribute.GetName(): in.Provider,
+		workflows.KeyAttribute.GetName():      in.Key,
+	} {
+		if sa[name], err = converter.GetDefaultDataConverter().ToPayload(v); err != nil {
+			return res, err
+		}
+		sa[name].Metadata["type"] = []byte("Keyword")
+	}
+	// The raw request, because its answer says whether this call started
+	// the run (USE_EXISTING answers an attach as a success).
+	resp, err := s.c.WorkflowService().StartWorkflowExecution(ctx, &workflowservice.StartWorkflowExecutionRequest{
+		Namespace:                s.namespace,
+		WorkflowId:               workflows.WorkflowID(plan.Key),
+		WorkflowType:             &commonpb.WorkflowType{Name: workflows.WorkflowName},
+		TaskQueue:                &taskqueuepb.TaskQueue{Name: workflows.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		Input:                    input,
+		Identity:                 s.identity,
+		RequestId:                newRequestID(),
+		WorkflowIdReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIdConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		SearchAttributes:         &commonpb.SearchAttributes{IndexedFields: sa},
+		UserMetadata:             &sdkpb.UserMetadata{Summary: summary},
+	})
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case err == nil && resp.GetStarted():
+		res.RunID, res.Started, res.State = resp.GetRunId(), true, workflows.Sending
+		return res, nil
+	case err == nil:
+		res.RunID = resp.GetRunId()
+	case errors.As(err, &already):
+		res.RunID = already.RunId // closed within retention: REJECT_DUPLICATE refused a new run
+	default:
+		return res, fmt.Errorf("start the run of %s: %w (nothing was started; retrying is safe)", in.Key, err)
+	}
+	existing, field, err := s.compare(ctx, in, res.RunID)
+	if err != nil {
+		return res, err
+	}
+	res.State = existing.State
+	if field != "" {
+		return res, &ConflictError{Key: in.Key, Field: field, Existing: existing}
+	}
+	return res, nil
+}
+
+// Summary is the run's static summary in the Temporal UI, number masked.
+func Summary(in workflows.Input) string {
+	return fmt.Sprintf("SMS %s to %s via %s", in.Key, logging.MaskPhone(in.To), in.Provider)
+}
+
+// compare reads the existing run's input and state; field names what
+// differs from in ("" when it is the same message).
+func (s *Starter) compare(ctx context.Context, in workflows.Input, runID string) (Existing, string, error) {
+	existing, err := s.describe(ctx, in.Key, runID)
+	if err != nil {
+		return existing, "", err
+	}
+	it := s.c.GetWorkflowHistory(ctx, in.Key, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return existing, "", fmt.Errorf("the run %s of %s has no history", runID, in.Key)
+	}
+	first, err := it.Next()
+	if err != nil {
+		return existing, "", fmt.Errorf("read the run %s of %s: %w", runID, in.Key, err)
+	}
+	var was workflows.Input
+	if err := converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &was); err != nil {
+		return existing, "", fmt.Errorf("read the input of run %s of %s: %w", runID, in.Key, err)
+	}
+	if r, err := sms.ParseRecipient(was.To); err == nil {
+		was.To = r.E164 // a run started elsewhere may have been given another spelling
+	}
+	switch {
+	case was.Provider != in.Provider:
+		return existing, "provider", nil
+	case was.To != in.To:
+		return existing, "recipient", nil
+	case was.Text != in.Text:
+		return existing, "text", nil
+	case strings.TrimSpace(was.From) != in.From:
+		return existing, "sender", nil
+	}
+	return existing, "", nil
+}
+
+func (s *Starter) describe(ctx context.Context, key, runID string) (Existing, error) {
+	d, err := s.c.DescribeWorkflowExecution(ctx, key, runID)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return Existing{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return Existing{}, fmt.Errorf("describe the run of %s: %w", key, err)
+	}
+	info := d.GetWorkflowExecutionInfo()
+	ex := Existing{RunID: info.GetExecution().GetRunId(), Status: info.GetStatus().String()}
+	if p := info.GetSearchAttributes().GetIndexedFields()[workflows.StateAttribute.GetName()]; p != nil {
+		var st string
+		if converter.GetDefaultDataConverter().FromPayload(p, &st) == nil {
+			ex.State = workflows.State(st)
+		}
+	}
+	return ex, nil
+}

@@ -1,0 +1,187 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/acme/smsorch/keys"
+	"github.com/acme/smsorch/workflows"
+)
+
+func newRequestID() string { return uuid.NewString() }
+
+// checkKey validates a key given to a steering call.
+func checkKey(key string) error {
+	if _, err := keys.Parse(key); err != nil {
+		return invalid("key", err)
+	}
+	return nil
+}
+
+func notFound(key string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w: %s (never started, or closed longer ago than the namespace retention)", ErrNotFound, key)
+	}
+	return err
+}
+
+// Status queries the run's state: the result so far and its timeline.
+func (s *Starter) Status(ctx context.Context, key string) (workflows.Status, error) {
+	if err := checkKey(key); err != nil {
+		return workflows.Status{}, err
+	}
+	v, err := s.c.QueryWorkflow(ctx, key, "", workflows.QueryState)
+	if err != nil {
+		return workflows.Status{}, notFound(key, fmt.Errorf("query the run of %s: %w", key, err))
+	}
+	var st workflows.Status
+	if err := v.Get(&st); err != nil {
+		return st, fmt.Errorf("read the state of %s: %w", key, err)
+	}
+	return st, nil
+}
+
+// Decide applies a resend or cancel decision through the workflow's update:
+// the answer is synchronous, and a decision that does not fit the run's
+// state is refused at once (the error says why) without touching history.
+// It needs a worker to answer; Signal queues a decision without one.
+func (s *Starter) Decide(ctx context.Context, key string, d workflows.Decision) (workflows.DecisionAck, error) {
+	if err := checkKey(key); err != nil {
+		return workflows.DecisionAck{}, err
+	}
+	if err := d.Validate(); err != nil {
+		return workflows.DecisionAck{}, invalid("decision", err)
+	}
+	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: key, UpdateName: workflows.UpdateDecide, Args: []any{d},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// The server answers an update to a closed run with NotFound too.
+		if ex, derr := s.describe(ctx, key, ""); derr == nil {
+			return workflows.DecisionAck{}, fmt.Errorf("refused: the run of %s has ended (%s, %s); a %s applies only to a run awaiting a decision", key, ex.State, ex.Status, d.Action)
+		}
+	}
+	if err != nil {
+		return workflows.DecisionAck{}, notFound(key, fmt.Errorf("%s %s: %w", d.Action, key, err))
+	}
+	var ack workflows.DecisionAck
+	if err := h.Get(ctx, &ack); err != nil {
+		return ack, fmt.Errorf("%s %s: %w", d.Action, key, err)
+	}
+	return ack, nil
+}
+
+// Signal sends a decision as the plain resend/cancel signal, exactly as the
+// Temporal UI's signal form or CLI does. It is durable: the run applies it
+// (or records why it refused it, in its timeline) when a worker runs.
+func (s *Starter) Signal(ctx context.Context, key string, d workflows.Decision) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if err := d.Validate(); err != nil {
+		return invalid("decision", err)
+	}
+	err := s.c.SignalWorkflow(ctx, key, "", d.Action, map[string]string{"reason": d.Reason, "by": d.By})
+	return notFound(key, err)
+}
+
+// Wait blocks until the run ends and returns its Result. A run that ended
+// Failed or Cancelled returns its Result and the run's error.
+func (s *Starter) Wait(ctx context.Context, key string) (workflows.Result, error) {
+	if err := checkKey(key); err != nil {
+		return workflows.Result{}, err
+	}
+	var res workflows.Result
+	err := s.c.GetWorkflow(ctx, key, "").Get(ctx, &res)
+	if err == nil {
+		return res, nil
+	}
+	if r, ok := workflows.ResultFromError(err); ok {
+		return r, err
+	}
+	return res, notFound(key, err)
+}
+
+// Run is one row of List.
+type Run struct {
+	Key      string          `json:"key"`
+	RunID    string          `json:"runId"`
+	State    workflows.State `json:"state"`
+	Provider string          `json:"provider"`
+	// Status is Temporal's: Running, Completed, Failed, Canceled, ...
+	Status    string    `json:"status"`
+	StartTime time.Time `json:"startTime"`
+	CloseTime time.Time `json:"closeTime"`
+}
+
+// List returns the event runs in a state (all when state is empty), newest
+// first, through the visibility query the Temporal UI uses:
+// SmsState="AwaitingDecision".
+func (s *Starter) List(ctx context.Context, state workflows.State, limit int) ([]Run, error) {
+	q := fmt.Sprintf("WorkflowType = %q", workflows.WorkflowName)
+	if state != "" {
+		q += fmt.Sprintf(" AND %s = %q", workflows.StateAttribute.GetName(), string(state))
+	}
+	var out []Run
+	var token []byte
+	for {
+		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: s.namespace, Query: q, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list runs (%s): %w", q, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			r := Run{
+				Key: e.GetExecution().GetWorkflowId(), RunID: e.GetExecution().GetRunId(), Status: e.GetStatus().String(),
+				StartTime: e.GetStartTime().AsTime(),
+			}
+			if e.GetCloseTime() != nil {
+				r.CloseTime = e.GetCloseTime().AsTime()
+			}
+			fields := e.GetSearchAttributes().GetIndexedFields()
+			var v string
+			if converter.GetDefaultDataConverter().FromPayload(fields[workflows.StateAttribute.GetName()], &v) == nil {
+				r.State = workflows.State(v)
+			}
+			if converter.GetDefaultDataConverter().FromPayload(fields[workflows.ProviderAttribute.GetName()], &v) == nil {
+				r.Provider = v
+			}
+			out = append(out, r)
+			if limit > 0 && len(out) >= limit {
+				return out, nil
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// knownStates are the values List accepts.
+var knownStates = []workflows.State{workflows.Sending, workflows.Reconciling, workflows.Accepted, workflows.AwaitingDecision,
+	workflows.Delivered, workflows.Failed, workflows.Cancelled, workflows.Duplicate}
+
+// ParseState accepts a state name in any case.
+func ParseState(s string) (workflows.State, error) {
+	for _, k := range knownStates {
+		if strings.EqualFold(s, string(k)) {
+			return k, nil
+		}
+	}
+	names := make([]string, len(knownStates))
+	for i, k := range knownStates {
+		names[i] = string(k)
+	}
+	return "", invalid("state", fmt.Errorf("%q is not a state: use one of %s", s, strings.Join(names, ", ")))
+}
