@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -17,12 +20,14 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
 	"github.com/acme/smsorch/provider/sendy"
 	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/starter"
 	"github.com/acme/smsorch/workflows"
 )
 
@@ -39,17 +44,13 @@ type App struct {
 	Ledger ledger.Ledger
 	// Namespace is the namespace the worker serves.
 	Namespace string
+	// IntakeURL is the HTTP intake's base URL ("" when off).
+	IntakeURL string
 
 	worker  worker.Worker
+	intake  *http.Server
 	stopped bool
 }
-
-// simWorkspace and simChannel are the Bird channel the dev mode uses on
-// the simulator.
-const (
-	simWorkspace = "dev-workspace"
-	simChannel   = "dev-sms-channel"
-)
 
 // Start brings the process up; on error everything started is stopped.
 func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error) {
@@ -108,7 +109,29 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	if err := a.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start the worker on task queue %s: %w", workflows.TaskQueue, err)
 	}
+	if cfg.IntakeAddress != Off {
+		if err := a.serveIntake(); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
+}
+
+// serveIntake serves the HTTP event intake next to the worker.
+func (a *App) serveIntake() error {
+	l, err := net.Listen("tcp", a.Config.IntakeAddress)
+	if err != nil {
+		return fmt.Errorf("the HTTP intake cannot listen on %s: %w (choose another --intake address, or --intake off)", a.Config.IntakeAddress, err)
+	}
+	h := intake.New(starter.New(a.Client, starter.WithNamespace(a.Namespace)), intake.Config{Secret: a.Config.IntakeSecret, Logger: a.Log.Named("intake")})
+	a.intake = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	a.IntakeURL = "http://" + l.Addr().String()
+	go func() {
+		if err := a.intake.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.Log.Error("the HTTP intake stopped", zap.Error(err))
+		}
+	}()
+	return nil
 }
 
 // Register registers the workflow and the activities on a worker.
@@ -137,7 +160,7 @@ func (a *App) providers() (map[provider.Name]provider.Client, error) {
 			return nil, err
 		}
 		simCfg := sim.Config()
-		birdCfg = bird.Config{BaseURL: a.Sim.URL, AccessKey: logging.Secret(simCfg.BirdAccessKey), WorkspaceID: simWorkspace, ChannelID: simChannel, Timeout: cfg.AttemptTimeout}
+		birdCfg = bird.Config{BaseURL: a.Sim.URL, AccessKey: logging.Secret(simCfg.BirdAccessKey), WorkspaceID: simulator.DevWorkspace, ChannelID: simulator.DevChannel, Timeout: cfg.AttemptTimeout}
 		sendyCfg = sendy.Config{BaseURL: a.Sim.URL, Token: logging.Secret(simCfg.SendyToken), Sender: cfg.Sendy.Sender, Timeout: cfg.AttemptTimeout}
 	}
 	out := map[provider.Name]provider.Client{}
@@ -208,6 +231,13 @@ func (a *App) Banner() string {
 	if a.Sim != nil {
 		fmt.Fprintf(&b, "  Provider simulator: %s (messages it sent: %s/_sim/messages)\n", a.Sim.URL, a.Sim.URL)
 	}
+	if a.IntakeURL != "" {
+		signed := "unsigned requests accepted"
+		if a.Config.IntakeSecret != "" {
+			signed = "requests must be signed"
+		}
+		fmt.Fprintf(&b, "  HTTP intake:        POST %s/v1/events (%s)\n", a.IntakeURL, signed)
+	}
 	fmt.Fprintf(&b, "  Send ledger:        %s\n", a.Config.LedgerPath)
 	fmt.Fprintf(&b, "  Task queue:         %s\n", workflows.TaskQueue)
 	b.WriteString("Press Ctrl+C to stop.\n")
@@ -221,6 +251,11 @@ func (a *App) Stop() error {
 	}
 	a.stopped = true
 	var errs []error
+	if a.intake != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, a.intake.Shutdown(ctx))
+		cancel()
+	}
 	if a.worker != nil {
 		a.worker.Stop()
 	}

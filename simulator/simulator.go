@@ -32,6 +32,10 @@ const (
 	DefaultSendyCredits   = 1_000_000
 	DefaultBirdAccessKey  = "sim-bird-access-key"
 	DefaultSendyToken     = "sim-sendy-token"
+	// DevWorkspace and DevChannel are the Bird workspace and channel the
+	// worker's dev mode sends through (the simulator accepts any).
+	DevWorkspace = "dev-workspace"
+	DevChannel   = "dev-sms-channel"
 )
 
 // Config configures a simulator. Zero fields take the defaults above.
