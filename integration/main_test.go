@@ -94,10 +94,13 @@ func run(m *testing.M) int {
 
 var seq atomic.Int64
 
-// newKey returns an event key no other test uses.
-func newKey(t *testing.T, stage string) string {
-	return fmt.Sprintf("order-%d%03d-%s", time.Now().UnixMilli()%1_000_000, seq.Add(1), stage)
+// uniqueID returns an order id no other test (or earlier run) uses.
+func uniqueID() string {
+	return fmt.Sprintf("%d%03d", time.Now().UnixMilli()%1_000_000, seq.Add(1))
 }
+
+// newKey returns an event key no other test uses.
+func newKey(stage string) string { return "order-" + uniqueID() + "-" + stage }
 
 func sim() *simulator.Listening { return stack.Sim }
 

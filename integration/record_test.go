@@ -31,7 +31,7 @@ func TestRecordHistories(t *testing.T) {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 
 	// A dropped answer, replayed by the provider, then delivered.
-	dropped := input(provider.Bird, newKey(t, "shipped"))
+	dropped := input(provider.Bird, newKey("shipped"))
 	fault(t, simulator.Fault{Kind: simulator.DropAfterCommit, Provider: "bird", Key: dropped.Key})
 	run, err := start(ctx, dropped)
 	require.NoError(t, err)

@@ -26,7 +26,7 @@ func TestOneEventStartedTenTimesSendsOnce(t *testing.T) {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			in := input(p, newKey(t, "shipped"))
+			in := input(p, newKey("shipped"))
 			runs := make([]client.WorkflowRun, 5)
 			var wg sync.WaitGroup
 			for i := range runs {
@@ -60,7 +60,7 @@ func TestDroppedAnswerIsReplayed(t *testing.T) {
 	for _, p := range both {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
-			in := input(p, newKey(t, "shipped"))
+			in := input(p, newKey("shipped"))
 			fault(t, simulator.Fault{Kind: simulator.DropAfterCommit, Provider: string(p), Key: in.Key})
 			run, err := start(context.Background(), in)
 			require.NoError(t, err)
@@ -109,7 +109,7 @@ func TestTransientAnswersThenSuccessSendOnce(t *testing.T) {
 	} {
 		t.Run(string(tc.p)+"/"+string(tc.kind), func(t *testing.T) {
 			t.Parallel()
-			in := input(tc.p, newKey(t, "shipped"))
+			in := input(tc.p, newKey("shipped"))
 			fault(t, simulator.Fault{Kind: tc.kind, Provider: string(tc.p), Key: in.Key})
 			run, err := start(context.Background(), in)
 			require.NoError(t, err)
@@ -128,7 +128,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	for _, p := range both {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
-			in := input(p, newKey(t, "shipped"))
+			in := input(p, newKey("shipped"))
 			fault(t, simulator.Fault{Kind: simulator.RateLimit, Provider: string(p), Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
 			run, err := start(context.Background(), in)
 			require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestKeyConflictFailsTheRunWithoutRetry(t *testing.T) {
 	for _, p := range both {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
-			in := input(p, newKey(t, "shipped"))
+			in := input(p, newKey("shipped"))
 			other := in
 			other.Text = "Order was cancelled."
 			squat(t, p, other)
@@ -184,7 +184,7 @@ func squat(t *testing.T, p provider.Name, in workflows.Input) {
 	t.Helper()
 	var url, auth, body string
 	if p == provider.Bird {
-		url = sim().URL + "/workspaces/dev-workspace/channels/dev-sms-channel/messages"
+		url = sim().URL + "/workspaces/" + simulator.DevWorkspace + "/channels/" + simulator.DevChannel + "/messages"
 		auth = "AccessKey " + simulator.DefaultBirdAccessKey
 		body = `{"receiver":{"contacts":[{"identifierKey":"phonenumber","identifierValue":"` + in.To + `"}]},"body":{"type":"text","text":{"text":"` + in.Text + `"}}}`
 	} else {
@@ -206,7 +206,7 @@ func squat(t *testing.T, p provider.Name, in workflows.Input) {
 // reconciles, finds nothing and waits for a person.
 func downPastTheWindow(t *testing.T, p provider.Name) workflows.Input {
 	t.Helper()
-	in := input(p, newKey(t, "shipped"))
+	in := input(p, newKey("shipped"))
 	fault(t, simulator.Fault{Kind: simulator.Error5xx, Provider: string(p), Key: in.Key, Rate: 1})
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
@@ -266,7 +266,7 @@ func TestProviderDownThenCancelSendsNothing(t *testing.T) {
 // messages under the key and says so.
 func TestUnstoredAnswerIsReportedAsADuplicateSend(t *testing.T) {
 	t.Parallel()
-	in := input(provider.Bird, newKey(t, "shipped"))
+	in := input(provider.Bird, newKey("shipped"))
 	fault(t, simulator.Fault{Kind: simulator.Unstored, Provider: "bird", Key: in.Key})
 	run, err := start(context.Background(), in)
 	require.NoError(t, err)
@@ -285,7 +285,7 @@ func TestUnstoredAnswerIsReportedAsADuplicateSend(t *testing.T) {
 func TestSettledEventIsNotSentAgainEvenByANewRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	in := input(provider.Bird, newKey(t, "shipped"))
+	in := input(provider.Bird, newKey("shipped"))
 	_, err := stack.Ledger.Claim(ctx, ledger.Event{
 		Key: in.Key, Provider: in.Provider, Recipient: in.To, Text: in.Text, RunID: "a-run-past-retention", CreatedAt: time.Now().Add(-40 * 24 * time.Hour),
 	})

@@ -1,0 +1,191 @@
+// Package audit puts an event's timeline from our ledger beside the
+// provider's records and says what they prove. A message shown twice on a
+// phone is not evidence by itself: several accepted message ids for one key
+// prove several sends, while a single id in an incomplete log proves
+// nothing. When a duplicate is proven, the report carries what a support
+// request needs: the ids, the destination and the timestamps.
+package audit
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/reconcile"
+)
+
+// Report is the audit of one event.
+type Report struct {
+	Key      string             `json:"key"`
+	Event    ledger.Event       `json:"event"`
+	Attempts []ledger.Attempt   `json:"attempts"`
+	Messages []provider.Message `json:"providerMessages"`
+	// Accepted are the accepted message ids per send key, from both sides.
+	Accepted map[string][]string `json:"accepted"`
+	// Duplicates are the send keys with more than one accepted id.
+	Duplicates []string `json:"duplicates,omitempty"`
+	// Searched is false when the provider's records could not be searched
+	// (Sendy without any recorded id): then nothing is proven either way.
+	Searched bool   `json:"searched"`
+	How      string `json:"how"`
+}
+
+// Verdict says what the records prove, in a sentence.
+func (r Report) Verdict() string {
+	switch {
+	case len(r.Duplicates) > 0:
+		var parts []string
+		for _, k := range r.Duplicates {
+			parts = append(parts, fmt.Sprintf("key %s has %d accepted message ids (%s)", k, len(r.Accepted[k]), strings.Join(r.Accepted[k], ", ")))
+		}
+		return "PROVEN DUPLICATE SEND: " + strings.Join(parts, "; ")
+	case !r.Searched:
+		return "NOT PROVEN EITHER WAY: the provider's records could not be searched, and a single id in an incomplete log proves nothing"
+	default:
+		return "no duplicate: at most one accepted message id per key, in our ledger and in the provider's records"
+	}
+}
+
+// Build audits an event: its ledger record and attempts, and the
+// provider's messages for every key it was sent under.
+func Build(ctx context.Context, led ledger.Ledger, c provider.Client, key string, now time.Time) (Report, error) {
+	e, err := led.Event(ctx, key)
+	if err != nil {
+		return Report{}, err
+	}
+	attempts, err := led.Attempts(ctx, key)
+	if err != nil {
+		return Report{}, err
+	}
+	keys := []string{key}
+	since := e.CreatedAt
+	for _, a := range attempts {
+		if !contains(keys, a.SendKey) {
+			keys = append(keys, a.SendKey)
+		}
+		if a.StartedAt.Before(since) {
+			since = a.StartedAt
+		}
+	}
+	var known []string
+	if e.MessageID != "" {
+		known = append(known, e.MessageID)
+	}
+	found, err := reconcile.Search(ctx, led, c, reconcile.Query{EventKey: key, Keys: keys, KnownIDs: known, Since: since, Now: now})
+	if err != nil {
+		return Report{}, fmt.Errorf("search %s's records: %w", c.Name(), err)
+	}
+	r := Report{Key: key, Event: e, Attempts: found.Attempts, Messages: found.Messages, Accepted: reconcile.AcceptedByKey(found), Searched: found.Searched, How: found.How}
+	for _, k := range keys {
+		if len(r.Accepted[k]) > 1 {
+			r.Duplicates = append(r.Duplicates, k)
+		}
+	}
+	sort.Slice(r.Messages, func(i, j int) bool { return r.Messages[i].CreatedAt.Before(r.Messages[j].CreatedAt) })
+	return r, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, have := range xs {
+		if have == x {
+			return true
+		}
+	}
+	return false
+}
+
+const stamp = "2006-01-02T15:04:05.000Z07:00"
+
+// WriteText prints the report for a person. It shows the full number: it
+// is for the operator's terminal and the provider's support, not for logs.
+func (r Report) WriteText(w io.Writer) error {
+	e := r.Event
+	var b strings.Builder
+	fmt.Fprintf(&b, "Event %s via %s to %s\n", r.Key, e.Provider, e.Recipient)
+	fmt.Fprintf(&b, "  text:    %q\n", e.Text)
+	fmt.Fprintf(&b, "  created: %s\n", e.CreatedAt.UTC().Format(stamp))
+	if e.Settled() {
+		fmt.Fprintf(&b, "  settled: %s on %s (%s)\n", e.Outcome, e.SettledAt.UTC().Format(stamp), e.Reason)
+	} else {
+		b.WriteString("  settled: not yet\n")
+	}
+	b.WriteString("\nOur ledger, every attempt:\n")
+	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STARTED\tKEY\t#\tOUTCOME\tHTTP\tCODE\tMESSAGE\tREPLAY")
+	for _, a := range r.Attempts {
+		outcome := a.Outcome
+		if a.Open() {
+			outcome = "never ended (crash or cut off)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", a.StartedAt.UTC().Format(stamp), a.SendKey, a.Number, outcome,
+			orDash(a.HTTPStatus), orDashS(a.Code), orDashS(a.MessageID), yes(a.Replay))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(&b, "\n%s's records (%s):\n", e.Provider, r.How)
+	if len(r.Messages) == 0 {
+		b.WriteString("  none found\n")
+	}
+	tw = tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	for _, m := range r.Messages {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tcreated %s\tto %s\n", m.ID, orDashS(m.Reference), m.RawStatus, m.CreatedAt.UTC().Format(stamp), m.To)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(&b, "\nVerdict: %s\n", r.Verdict())
+	if len(r.Duplicates) > 0 {
+		b.WriteString("\nSupport request:\n")
+		fmt.Fprintf(&b, "  Provider:        %s\n", e.Provider)
+		fmt.Fprintf(&b, "  Destination:     %s\n", e.Recipient)
+		for _, k := range r.Duplicates {
+			fmt.Fprintf(&b, "  Idempotency-Key: %s\n", k)
+			for _, id := range r.Accepted[k] {
+				fmt.Fprintf(&b, "    message %s accepted %s\n", id, r.acceptedAt(id))
+			}
+		}
+		b.WriteString("  Our attempts:    see the ledger above (times in UTC)\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// acceptedAt is when a message was created at the provider, or when our
+// ledger saw it accepted.
+func (r Report) acceptedAt(id string) string {
+	for _, m := range r.Messages {
+		if m.ID == id {
+			return m.CreatedAt.UTC().Format(stamp)
+		}
+	}
+	for _, a := range r.Attempts {
+		if a.MessageID == id {
+			return a.EndedAt.UTC().Format(stamp) + " (our ledger)"
+		}
+	}
+	return "(time unknown)"
+}
+
+func orDash(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func orDashS(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return ""
+}
