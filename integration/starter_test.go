@@ -1,0 +1,235 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/cli"
+	"github.com/acme/smsorch/intake"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/starter"
+	"github.com/acme/smsorch/workflows"
+)
+
+func goAPI() *starter.Starter {
+	return starter.New(stack.Client, starter.WithNamespace(stack.Namespace))
+}
+
+func event(p provider.Name, id string) starter.Event {
+	in := input(p, "unused")
+	return starter.Event{Kind: "order", ID: id, Stage: "shipped", To: in.To, Text: "Order " + id + " has shipped.", Provider: string(p)}
+}
+
+func TestFiftyConcurrentStartsThroughTheGoAPI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := event(provider.Bird, uniqueID())
+	results := make([]starter.Result, 50)
+	errs := make([]error, 50)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = goAPI().Send(ctx, e)
+		}()
+	}
+	wg.Wait()
+	started := 0
+	for i, r := range results {
+		require.NoError(t, errs[i])
+		require.Equal(t, results[0].RunID, r.RunID, "one run")
+		if r.Started {
+			started++
+		}
+	}
+	require.Equal(t, 1, started, "exactly one caller is told it started the run; 49 that it existed")
+
+	res, err := goAPI().Wait(ctx, results[0].Key)
+	require.NoError(t, err)
+	require.Equal(t, workflows.Delivered, res.State)
+	require.Len(t, messages(provider.Bird, results[0].Key), 1)
+
+	again, err := goAPI().Send(ctx, e)
+	require.NoError(t, err)
+	require.False(t, again.Started)
+	require.Equal(t, workflows.Delivered, again.State, "a start after completion reports the run's state")
+	require.Len(t, messages(provider.Bird, results[0].Key), 1)
+}
+
+type intakeAnswer struct {
+	status int
+	result starter.Result
+	err    intake.Problem
+}
+
+func postEvent(t *testing.T, e starter.Event) intakeAnswer {
+	t.Helper()
+	body, err := json.Marshal(e)
+	require.NoError(t, err)
+	resp, err := http.Post(stack.IntakeURL+"/v1/events", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	a := intakeAnswer{status: resp.StatusCode}
+	if resp.StatusCode < 300 {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&a.result))
+	} else {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&a.err))
+	}
+	return a
+}
+
+func TestFiftyConcurrentPostsToTheHTTPIntake(t *testing.T) {
+	t.Parallel()
+	e := event(provider.Sendy, uniqueID())
+	answers := make([]intakeAnswer, 50)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = postEvent(t, e)
+		}()
+	}
+	wg.Wait()
+	codes := map[int]int{}
+	for _, a := range answers {
+		codes[a.status]++
+		require.Equal(t, answers[0].result.RunID, a.result.RunID)
+		require.Equal(t, a.status == http.StatusAccepted, a.result.Started)
+	}
+	require.Equal(t, map[int]int{http.StatusAccepted: 1, http.StatusOK: 49}, codes)
+	key := answers[0].result.Key
+	_, err := goAPI().Wait(context.Background(), key)
+	require.NoError(t, err)
+	require.Len(t, messages(provider.Sendy, key), 1)
+
+	// The intake also answers the run's state.
+	resp, err := http.Get(stack.IntakeURL + "/v1/events/" + key)
+	require.NoError(t, err)
+	var st workflows.Status
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	_ = resp.Body.Close()
+	require.Equal(t, workflows.Delivered, st.State)
+}
+
+func TestConflictingPayloadIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := event(provider.Bird, uniqueID())
+	first, err := goAPI().Send(ctx, e)
+	require.NoError(t, err)
+	require.True(t, first.Started)
+
+	other := e
+	other.Text = "Order was cancelled."
+	_, err = goAPI().Send(ctx, other)
+	var ce *starter.ConflictError
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.True(t, errors.Is(err, starter.ErrConflict))
+	require.Equal(t, "text", ce.Field)
+	require.Contains(t, err.Error(), "derive its own key")
+
+	elsewhere := e
+	elsewhere.To = "+31699999999"
+	a := postEvent(t, elsewhere)
+	require.Equal(t, http.StatusConflict, a.status)
+	require.Equal(t, "recipient", a.err.Error.Field)
+
+	_, err = goAPI().Wait(ctx, first.Key)
+	require.NoError(t, err)
+	msgs := messages(provider.Bird, first.Key)
+	require.Len(t, msgs, 1)
+	require.Equal(t, e.Text, msgs[0].Text, "only the first message was sent")
+}
+
+// smsctl runs the CLI against the integration stack.
+func smsctl(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	env := map[string]string{"TEMPORAL_ADDRESS": stack.Stack.FrontendAddress(), "TEMPORAL_NAMESPACE": stack.Namespace}
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := cli.Main(ctx, args, &out, &errOut, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	return code, out.String(), errOut.String()
+}
+
+func TestTheCLIMovesAnAwaitingRun(t *testing.T) {
+	t.Parallel()
+	t.Run("resend by update", func(t *testing.T) {
+		t.Parallel()
+		in := downPastTheWindow(t, provider.Bird)
+		code, out, _ := smsctl(t, "list", "--state", "awaitingdecision", "--limit", "1000")
+		require.Equal(t, cli.ExitOK, code)
+		require.Contains(t, out, in.Key)
+
+		code, out, errOut := smsctl(t, "resend", in.Key, "--reason", "customer called", "--by", "erin")
+		require.Equal(t, cli.ExitOK, code, errOut)
+		require.Contains(t, out, "resend accepted")
+		code, out, _ = smsctl(t, "wait", in.Key)
+		require.Equal(t, cli.ExitOK, code)
+		require.Contains(t, out, "ended Delivered")
+		require.Len(t, messages(provider.Bird, in.Key+"~resend-1"), 1)
+
+		// A decision that no longer fits is refused at once, with the reason.
+		code, _, errOut = smsctl(t, "cancel", in.Key, "--reason", "too late", "--by", "erin")
+		require.Equal(t, cli.ExitFailure, code)
+		require.Contains(t, errOut, "refused: the run of "+in.Key+" has ended (Delivered, Completed)")
+	})
+	t.Run("cancel by plain signal", func(t *testing.T) {
+		t.Parallel()
+		in := downPastTheWindow(t, provider.Sendy)
+		code, out, errOut := smsctl(t, "cancel", in.Key, "--reason", "order cancelled", "--by", "frank", "--signal")
+		require.Equal(t, cli.ExitOK, code, errOut)
+		require.Contains(t, out, "signalled cancel")
+		code, out, _ = smsctl(t, "--json", "wait", in.Key)
+		require.Equal(t, cli.ExitOK, code)
+		var res workflows.Result
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		require.Equal(t, workflows.Cancelled, res.State)
+		require.Empty(t, sim().Messages(simulator.Filter{Key: in.Key + "~resend-1"}))
+	})
+}
+
+func TestTheCLISendsReportsAndAudits(t *testing.T) {
+	t.Parallel()
+	id := uniqueID()
+	args := []string{"send", "--kind", "order", "--id", id, "--stage", "shipped", "--to", "+31 6 1234 5678", "--text", "Order " + id + " has shipped.", "--provider", "bird"}
+	fault(t, simulator.Fault{Kind: simulator.Unstored, Provider: "bird", Key: "order-" + id + "-shipped"})
+	code, out, errOut := smsctl(t, append(args, "--wait")...)
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Contains(t, out, "started order-"+id+"-shipped")
+	require.Contains(t, out, "text: GSM-7")
+	require.Contains(t, out, "ended Delivered")
+
+	code, out, _ = smsctl(t, args...)
+	require.Equal(t, cli.ExitOK, code)
+	require.Contains(t, out, "existing run of order-"+id+"-shipped", "nothing new was started")
+
+	conflicting := append(append([]string{}, args[:len(args)-4]...), "--text", "Other text", "--provider", "bird")
+	code, _, errOut = smsctl(t, conflicting...)
+	require.Equal(t, cli.ExitConflict, code, errOut)
+
+	code, out, _ = smsctl(t, "status", "order-"+id+"-shipped")
+	require.Equal(t, cli.ExitOK, code)
+	require.Contains(t, out, "DUPLICATE SEND")
+
+	code, out, errOut = smsctl(t, "audit", "order-"+id+"-shipped", "--ledger", stack.Config.LedgerPath, "--simulator", sim().URL)
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Contains(t, out, "PROVEN DUPLICATE SEND")
+	require.Contains(t, out, "Destination:     +31612345678")
+
+	code, _, _ = smsctl(t, "status", "order-404-shipped")
+	require.Equal(t, cli.ExitNotFound, code)
+	code, _, _ = smsctl(t, "audit", "order-404-shipped", "--ledger", stack.Config.LedgerPath)
+	require.Equal(t, cli.ExitNotFound, code)
+}
