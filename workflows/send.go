@@ -58,8 +58,11 @@ type run struct {
 	claimed bool
 	// lastSend explains the last attempt that did not succeed.
 	lastSend string
-	pending  *Decision
-	resends  int
+	// primary is the message the run follows: the one its own accepted
+	// attempt returned, or the first live one reconciliation found.
+	primary string
+	pending *Decision
+	resends int
 }
 
 // setup registers the handlers a run answers from its first moment.
@@ -295,6 +298,7 @@ func (r *run) send() (State, bool) {
 			r.note("accepted as message %s on attempt %d", res.MessageID, out.Attempt)
 		}
 		r.addMessage(res.MessageID)
+		r.primary = res.MessageID
 		r.st.DeliveryStatus = string(res.Status)
 		if out.Uncertain {
 			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.req.Key)
@@ -380,21 +384,29 @@ func (r *run) reconcile() (State, bool) {
 // adopt records the messages found and reports whether one of them is
 // alive (not failed), which makes the event accepted.
 func (r *run) adopt(out activities.ReconcileOutput) bool {
-	alive := false
+	firstAlive := ""
+	status := map[string]provider.Status{}
 	perKey := map[string]int{}
 	for _, m := range out.Messages {
 		r.addMessage(m.ID)
 		r.note("found message %s (status %s)", m.ID, m.Status)
+		status[m.ID] = m.Status
 		if m.Reference != "" {
 			perKey[m.Reference]++
 		}
-		if !m.Status.Failed() {
-			alive = true
-			r.st.DeliveryStatus = string(m.Status)
-		} else if !alive {
-			r.st.DeliveryStatus = string(m.Status)
+		if firstAlive == "" && !m.Status.Failed() {
+			firstAlive = m.ID
 		}
 	}
+	if s, ok := status[r.primary]; firstAlive != "" && (!ok || s.Failed()) {
+		r.primary = firstAlive // follow a live message, not a failed one
+	}
+	if s, ok := status[r.primary]; ok {
+		r.st.DeliveryStatus = string(s)
+	} else if len(out.Messages) > 0 {
+		r.st.DeliveryStatus = string(out.Messages[0].Status)
+	}
+	alive := firstAlive != ""
 	for _, k := range r.st.KeysUsed { // in order: deterministic
 		if n := perKey[k]; n > 1 {
 			r.st.DuplicateSend = true
@@ -431,7 +443,7 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 // track follows the delivery status of the accepted message until it is
 // final or the tracking limit passes.
 func (r *run) track() (State, bool) {
-	id := r.st.MessageIDs[len(r.st.MessageIDs)-1]
+	id := r.primary
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
@@ -524,7 +536,7 @@ func (r *run) resend(d Decision) (State, bool) {
 		return Failed, false
 	}
 	r.resends++
-	r.req, r.sendStart, r.lastSend = req, time.Time{}, ""
+	r.req, r.sendStart, r.lastSend, r.primary = req, time.Time{}, "", ""
 	r.st.CurrentKey = string(key)
 	r.st.KeysUsed = append(r.st.KeysUsed, string(key))
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
@@ -549,12 +561,8 @@ func (r *run) finish() (Result, error) {
 			ScheduleToCloseTimeout: 24 * time.Hour,
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute},
 		})
-		last := ""
-		if n := len(r.st.MessageIDs); n > 0 {
-			last = r.st.MessageIDs[n-1]
-		}
 		if err := workflow.ExecuteActivity(ctx, a.Settle, activities.SettleInput{
-			Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: last,
+			Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary,
 		}).Get(ctx, nil); err != nil {
 			r.note("could not settle the event in the ledger: %s", errorMessage(err))
 		}
@@ -621,7 +629,7 @@ func (r *run) publish() {
 		fmt.Fprintf(&b, "- **decide**: signal `%s` or `%s` with `{\"reason\": \"...\", \"by\": \"...\"}` before %s\n",
 			SignalResend, SignalCancel, r.st.DecisionDeadline.Format(time.RFC3339))
 	}
-	b.WriteString("\n**Timeline**\n")
+	b.WriteString("\n**Timeline**\n\n")
 	for _, e := range r.st.Timeline {
 		fmt.Fprintf(&b, "- %s %s\n", e.At.UTC().Format("2006-01-02 15:04:05"), logging.MaskPhones(e.Text))
 	}

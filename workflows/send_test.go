@@ -614,3 +614,39 @@ func TestTemporalCancellationIsADecision(t *testing.T) {
 		require.True(t, timelineHas(h.query(), "refused a cancellation request from Temporal cancellation request"))
 	})
 }
+
+// The message failed, a resend is decided after the window, and
+// reconciliation finds that a message of the event is alive after all:
+// the run follows the live message, not the failed one, and sends nothing.
+func TestResendAfterFailureFollowsTheLiveMessageFound(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	var mu sync.Mutex
+	var tracked []string
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		tracked = append(tracked, in.MessageID)
+		if in.MessageID == "m-1" {
+			return provider.Message{ID: "m-1", Status: provider.StatusFailed}, nil
+		}
+		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
+	})
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true, Messages: []provider.Message{
+		{ID: "m-1", Reference: key, Status: provider.StatusFailed},
+		{ID: "m-9", Reference: key, Status: provider.StatusSent},
+	}})
+	h.signal(4*time.Hour, SignalResend, map[string]string{"reason": "try again", "by": "ivy"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, "m-9", tracked[len(tracked)-1], "the live message is followed")
+	require.Empty(t, res.ResendKeys)
+	require.Equal(t, "m-9", h.settled.MessageID)
+	require.Len(t, h.sends, 1)
+}
