@@ -83,7 +83,13 @@ func Build(ctx context.Context, led ledger.Ledger, c provider.Client, key string
 	}
 	r := Report{Key: key, Event: e, Attempts: found.Attempts, Messages: found.Messages, Accepted: reconcile.AcceptedByKey(found), Searched: found.Searched, How: found.How}
 	for _, k := range keys {
-		if len(r.Accepted[k]) > 1 {
+		ids := r.Accepted[k]
+		sort.SliceStable(ids, func(i, j int) bool {
+			ti, _ := r.acceptedTime(ids[i])
+			tj, _ := r.acceptedTime(ids[j])
+			return ti.Before(tj)
+		})
+		if len(ids) > 1 {
 			r.Duplicates = append(r.Duplicates, k)
 		}
 	}
@@ -153,20 +159,33 @@ func (r Report) WriteText(w io.Writer) error {
 	return err
 }
 
-// acceptedAt is when a message was created at the provider, or when our
-// ledger saw it accepted.
-func (r Report) acceptedAt(id string) string {
+// acceptedTime is when a message was created at the provider, or else
+// when our ledger saw it accepted (fromLedger).
+func (r Report) acceptedTime(id string) (t time.Time, fromLedger bool) {
 	for _, m := range r.Messages {
 		if m.ID == id {
-			return m.CreatedAt.UTC().Format(stamp)
+			return m.CreatedAt, false
 		}
 	}
 	for _, a := range r.Attempts {
 		if a.MessageID == id {
-			return a.EndedAt.UTC().Format(stamp) + " (our ledger)"
+			return a.EndedAt, true
 		}
 	}
-	return "(time unknown)"
+	return time.Time{}, false
+}
+
+// acceptedAt formats acceptedTime for the support request.
+func (r Report) acceptedAt(id string) string {
+	t, fromLedger := r.acceptedTime(id)
+	switch {
+	case t.IsZero():
+		return "(time unknown)"
+	case fromLedger:
+		return t.UTC().Format(stamp) + " (our ledger)"
+	default:
+		return t.UTC().Format(stamp)
+	}
 }
 
 func orDash(n int) string {
