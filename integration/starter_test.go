@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/acme/smsorch/cli"
 	"github.com/acme/smsorch/intake"
@@ -58,6 +59,16 @@ func TestFiftyConcurrentStartsThroughTheGoAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workflows.Delivered, res.State)
 	require.Len(t, messages(provider.Bird, results[0].Key), 1)
+
+	// The starter gives the run its summary and details in the Temporal UI.
+	d, err := stack.Client.DescribeWorkflowExecution(ctx, results[0].Key, "")
+	require.NoError(t, err)
+	var summary, details string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(d.GetExecutionConfig().GetUserMetadata().GetSummary(), &summary))
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(d.GetExecutionConfig().GetUserMetadata().GetDetails(), &details))
+	require.Equal(t, "SMS "+results[0].Key+" to +31612…78 via bird", summary)
+	require.Regexp(t, `- text: GSM-7, \d+ septets, 1 segment\(s\)`, details)
+	require.NotContains(t, details, e.Text, "the text may be a one-time code")
 
 	again, err := goAPI().Send(ctx, e)
 	require.NoError(t, err)

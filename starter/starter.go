@@ -127,6 +127,10 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	details, err := dc.ToPayload(Details(plan))
+	if err != nil {
+		return res, err
+	}
 	sa := map[string]*commonpb.Payload{}
 	for name, v := range map[string]string{
 		workflows.StateAttribute.GetName():    string(workflows.Sending),
@@ -151,7 +155,7 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 		WorkflowIdReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIdConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		SearchAttributes:         &commonpb.SearchAttributes{IndexedFields: sa},
-		UserMetadata:             &sdkpb.UserMetadata{Summary: summary},
+		UserMetadata:             &sdkpb.UserMetadata{Summary: summary, Details: details},
 	})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
@@ -179,6 +183,21 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 // Summary is the run's static summary in the Temporal UI, number masked.
 func Summary(in workflows.Input) string {
 	return fmt.Sprintf("SMS %s to %s via %s", in.Key, logging.MaskPhone(in.To), in.Provider)
+}
+
+// Details are the run's static details in the Temporal UI: the facts of
+// the event, without the text (it may be a one-time code).
+func Details(p Plan) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "- key: `%s`\n- provider: %s\n- to: %s\n- text: %s\n", p.Input.Key, p.Input.Provider, logging.MaskPhone(p.Input.To), p.Text)
+	if p.Input.From != "" {
+		fmt.Fprintf(&b, "- sender: %s\n", p.Input.From)
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(&b, "- warning: %s\n", logging.MaskPhones(w))
+	}
+	fmt.Fprintf(&b, "\nDecide on a run awaiting a decision with the signal `%s` or `%s` and `{\"reason\": \"...\", \"by\": \"...\"}`.\n", workflows.SignalResend, workflows.SignalCancel)
+	return b.String()
 }
 
 // compare reads the existing run's input and state; field names what
