@@ -163,6 +163,10 @@ func oneKey(fs *flag.FlagSet, args []string) (string, error) {
 	return pos[0], nil
 }
 
+// devFrontend is the dev stack's frontend (devstack.DefaultFrontendAddress,
+// not imported: that package carries the whole Temporal server).
+const devFrontend = "127.0.0.1:7233"
+
 type envLookup struct{ env Env }
 
 func (e envLookup) LookupEnv(k string) (string, bool) { return e.env(k) }
@@ -177,6 +181,9 @@ func (c *cmd) starter(ctx context.Context) (*starter.Starter, func(), error) {
 	if c.address != "" {
 		opts.HostPort = c.address
 	}
+	if opts.HostPort == "" {
+		opts.HostPort = devFrontend // where `worker --dev` listens
+	}
 	if c.ns != "" {
 		opts.Namespace = c.ns
 	}
@@ -186,11 +193,7 @@ func (c *cmd) starter(ctx context.Context) (*starter.Starter, func(), error) {
 	opts.Logger = logging.SDK(zap.NewNop())
 	tc, err := client.DialContext(ctx, opts)
 	if err != nil {
-		addr := opts.HostPort
-		if addr == "" {
-			addr = client.DefaultHostPort
-		}
-		return nil, nil, fmt.Errorf("connect to Temporal at %s: %w (is `go run ./worker --dev` running? set TEMPORAL_ADDRESS for another cluster)", addr, err)
+		return nil, nil, fmt.Errorf("connect to Temporal at %s: %w (is `go run ./worker --dev` running? set TEMPORAL_ADDRESS for another cluster)", opts.HostPort, err)
 	}
 	return starter.New(tc, starter.WithNamespace(opts.Namespace)), tc.Close, nil
 }

@@ -1,0 +1,55 @@
+package starter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/acme/smsorch/starter"
+	"github.com/acme/smsorch/workflows"
+)
+
+// Start the SMS of an "order shipped" event from application code. Run it
+// as often as the event arrives: one run, one SMS.
+func ExampleStarter_Send() {
+	c, err := client.Dial(client.Options{}) // TEMPORAL_ADDRESS etc., or 127.0.0.1:7233
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s := starter.New(c)
+
+	res, err := s.Send(context.Background(), starter.Event{
+		Kind: "order", ID: "58213", Stage: "shipped", // key: order-58213-shipped
+		To: "+31612345678", Text: "Order 58213 has shipped.", Provider: "bird",
+	})
+	var invalid *starter.InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		log.Fatalf("fix %s: %v", invalid.Field, err) // nothing was started
+	case errors.Is(err, starter.ErrConflict):
+		log.Fatal(err) // the key already belongs to another message
+	case err != nil:
+		log.Fatal(err) // Temporal unreachable: retrying is safe
+	}
+	fmt.Println(res.Key, res.Started, res.State)
+}
+
+// Decide on a run awaiting a decision. Decide answers at once and refuses a
+// decision that does not fit; Signal queues the plain signal instead.
+func ExampleStarter_Decide() {
+	c, err := client.Dial(client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ack, err := starter.New(c).Decide(context.Background(), "order-58213-shipped",
+		workflows.Decision{Action: workflows.ActionResend, Reason: "customer says nothing arrived", By: "alice"})
+	if err != nil {
+		log.Fatal(err) // e.g. "refused: the run is Accepted, not awaiting a decision"
+	}
+	fmt.Println(ack.Message)
+}
