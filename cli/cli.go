@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/audit"
+	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
@@ -159,6 +160,10 @@ func oneKey(fs *flag.FlagSet, args []string) (string, error) {
 	}
 	if len(pos) != 1 {
 		return "", usageError("%s needs exactly one event key", fs.Name())
+	}
+	// Checked before dialling, so a bad key gets the fix, not a connection error.
+	if _, err := keys.Parse(pos[0]); err != nil {
+		return "", &starter.InvalidError{Field: "key", Err: err}
 	}
 	return pos[0], nil
 }

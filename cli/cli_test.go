@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// These commands are answered before any server is dialled; the
+// integration tests run the rest against a real stack.
+func run(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	env := map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1"} // nothing listens there
+	code := Main(context.Background(), args, &out, &errOut, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	return code, out.String(), errOut.String()
+}
+
+func TestUsageAndExitCodes(t *testing.T) {
+	t.Parallel()
+	code, out, _ := run("--help")
+	require.Equal(t, ExitOK, code)
+	require.Contains(t, out, "Exit codes: 0 ok, 1 failure, 2 invalid input, 3 conflict, 4 not found.")
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, ExitInvalid, "Usage:"},
+		{[]string{"frob"}, ExitInvalid, `unknown command "frob"`},
+		{[]string{"status"}, ExitInvalid, "status needs exactly one event key"},
+		{[]string{"status", "a-1-x", "b-1-x"}, ExitInvalid, "exactly one event key"},
+		{[]string{"status", "order 1"}, ExitInvalid, "printable ASCII without spaces"},
+		{[]string{"resend", "order-1-shipped", "--reason", "x"}, ExitInvalid, `a decision needs "by"`},
+		{[]string{"list", "--state", "Lost"}, ExitInvalid, `"Lost" is not a state`},
+		{[]string{"send", "--kind", "order", "--id", "1", "--stage", "shipped", "--to", "0612345678", "--text", "hi", "--provider", "bird"}, ExitInvalid, "has no country code"},
+		{[]string{"send", "--key", "phone-0612345678", "--to", "+31612345678", "--text", "hi", "--provider", "bird"}, ExitInvalid, "names the person"},
+		{[]string{"send", "--key", "order-1-shipped", "--to", "+31612345678", "--text", "", "--provider", "bird"}, ExitInvalid, "text is empty"},
+		{[]string{"send", "--key", "order-1-shipped", "--to", "+31612345678", "--text", "hi", "--provider", "fax"}, ExitInvalid, `provider "fax" is not known`},
+		{[]string{"send", "stray", "--key", "order-1-shipped"}, ExitInvalid, "send takes flags only"},
+		{[]string{"audit", "order-1-shipped", "--ledger", "/nonexistent/ledger.db"}, ExitInvalid, "no ledger at /nonexistent/ledger.db"},
+		{[]string{"status", "order-1-shipped"}, ExitFailure, "connect to Temporal at 127.0.0.1:1"},
+	} {
+		code, _, errOut := run(tc.args...)
+		require.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
+		require.Contains(t, errOut, tc.want, "%v", tc.args)
+	}
+}
+
+func TestJSONErrorsForScripts(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := run("--json", "status", "order 1")
+	require.Equal(t, ExitInvalid, code)
+	var e struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exitCode"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(errOut), &e))
+	require.Equal(t, ExitInvalid, e.ExitCode)
+	require.Contains(t, e.Error, "without spaces")
+}
