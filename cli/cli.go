@@ -177,8 +177,18 @@ type envLookup struct{ env Env }
 func (e envLookup) LookupEnv(k string) (string, bool) { return e.env(k) }
 func (e envLookup) Environ() []string                 { return nil }
 
-// starter dials Temporal the way the temporal CLI does.
-func (c *cmd) starter(ctx context.Context) (*starter.Starter, func(), error) {
+// withStarter dials Temporal the way the temporal CLI does, runs f with a
+// Starter over the connection, and closes it.
+func (c *cmd) withStarter(ctx context.Context, f func(*starter.Starter) error) error {
+	s, closeFn, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return f(s)
+}
+
+func (c *cmd) dial(ctx context.Context) (*starter.Starter, func(), error) {
 	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: envLookup{c.env}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the Temporal connection settings: %w", err)
@@ -239,15 +249,20 @@ func (c *cmd) send(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, closeFn, err := c.starter(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	res, err := s.Start(ctx, plan)
-	if err != nil {
-		return err
-	}
+	return c.withStarter(ctx, func(s *starter.Starter) error {
+		res, err := s.Start(ctx, plan)
+		if err != nil {
+			return err
+		}
+		c.printStarted(res)
+		if *wait {
+			return c.waitFor(ctx, s, res.Key)
+		}
+		return nil
+	})
+}
+
+func (c *cmd) printStarted(res starter.Result) {
 	c.print(res, func(w io.Writer) {
 		if res.Started {
 			fmt.Fprintf(w, "started %s (run %s): %s\n", res.Key, res.RunID, res.State)
@@ -259,10 +274,6 @@ func (c *cmd) send(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "  warning: %s\n", warn)
 		}
 	})
-	if *wait {
-		return c.waitFor(ctx, s, res.Key)
-	}
-	return nil
 }
 
 func (c *cmd) status(ctx context.Context, args []string) error {
@@ -270,17 +281,14 @@ func (c *cmd) status(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, closeFn, err := c.starter(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	st, err := s.Status(ctx, key)
-	if err != nil {
-		return err
-	}
-	c.print(st, func(w io.Writer) { writeStatus(w, st) })
-	return nil
+	return c.withStarter(ctx, func(s *starter.Starter) error {
+		st, err := s.Status(ctx, key)
+		if err != nil {
+			return err
+		}
+		c.print(st, func(w io.Writer) { writeStatus(w, st) })
+		return nil
+	})
 }
 
 func writeStatus(w io.Writer, st workflows.Status) {
@@ -324,26 +332,23 @@ func (c *cmd) decide(action string) func(context.Context, []string) error {
 		if err := d.Validate(); err != nil {
 			return usageError("%v", err)
 		}
-		s, closeFn, err := c.starter(ctx)
-		if err != nil {
-			return err
-		}
-		defer closeFn()
-		if *signal {
-			if err := s.Signal(ctx, key, d); err != nil {
+		return c.withStarter(ctx, func(s *starter.Starter) error {
+			if *signal {
+				if err := s.Signal(ctx, key, d); err != nil {
+					return err
+				}
+				c.print(map[string]string{"key": key, "signal": action}, func(w io.Writer) {
+					fmt.Fprintf(w, "signalled %s to %s; see `smsctl status %s` for what the run made of it\n", action, key, key)
+				})
+				return nil
+			}
+			ack, err := s.Decide(ctx, key, d)
+			if err != nil {
 				return err
 			}
-			c.print(map[string]string{"key": key, "signal": action}, func(w io.Writer) {
-				fmt.Fprintf(w, "signalled %s to %s; see `smsctl status %s` for what the run made of it\n", action, key, key)
-			})
+			c.print(ack, func(w io.Writer) { fmt.Fprintf(w, "%s: %s\n", key, ack.Message) })
 			return nil
-		}
-		ack, err := s.Decide(ctx, key, d)
-		if err != nil {
-			return err
-		}
-		c.print(ack, func(w io.Writer) { fmt.Fprintf(w, "%s: %s\n", key, ack.Message) })
-		return nil
+		})
 	}
 }
 
@@ -352,12 +357,7 @@ func (c *cmd) wait(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, closeFn, err := c.starter(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	return c.waitFor(ctx, s, key)
+	return c.withStarter(ctx, func(s *starter.Starter) error { return c.waitFor(ctx, s, key) })
 }
 
 // waitFor prints the run's result; a run that ended Failed is a failure.
@@ -393,13 +393,11 @@ func (c *cmd) list(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	s, closeFn, err := c.starter(ctx)
-	if err != nil {
+	var runs []starter.Run
+	if err := c.withStarter(ctx, func(s *starter.Starter) (err error) {
+		runs, err = s.List(ctx, state, *limit)
 		return err
-	}
-	defer closeFn()
-	runs, err := s.List(ctx, state, *limit)
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	c.print(runs, func(w io.Writer) {

@@ -184,18 +184,7 @@ func (s *Server) birdInProgress(w http.ResponseWriter, rec *Request, fault Kind)
 // birdExecute validates the body and creates the message; it returns the
 // answer to send (and to store for replay).
 func (s *Server) birdExecute(ws, ch, key string, body []byte, fault Kind) (int, []byte, string) {
-	var req struct {
-		Receiver struct {
-			Contacts []birdContact `json:"contacts"`
-		} `json:"receiver"`
-		Body struct {
-			Type string `json:"type"`
-			Text struct {
-				Text string `json:"text"`
-			} `json:"text"`
-		} `json:"body"`
-		Reference string `json:"reference"`
-	}
+	var req birdMessage // the request carries the same receiver, body and reference
 	invalid := func(msg string) (int, []byte, string) {
 		b, _ := json.Marshal(birdError{Code: "E00400", Name: "InvalidPayload", Message: msg})
 		return http.StatusBadRequest, b, ""

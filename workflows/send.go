@@ -207,13 +207,7 @@ func (r *run) run() (Result, error) {
 // run has ended: Failed (invalid event, key conflict) or Duplicate (the
 // ledger says the event was settled before; nothing is sent).
 func (r *run) prepare() (ended bool) {
-	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrInvalidRequest},
-		},
-	})
+	ctx := r.planOptions()
 	var out activities.PrepareOutput
 	err := workflow.ExecuteActivity(ctx, a.Prepare, activities.PrepareInput{
 		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text,
@@ -252,6 +246,19 @@ func (r *run) prepare() (ended bool) {
 		r.note("the event was claimed by an earlier run that did not settle it; continuing with its key")
 	}
 	return false
+}
+
+// planOptions are for Prepare and Plan: retried until the worker can do
+// them (a ledger or a provider setting may be missing for a while), except
+// an event that is invalid as given.
+func (r *run) planOptions() workflow.Context {
+	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: []string{activities.ErrInvalidRequest},
+		},
+	})
 }
 
 // send runs the send activity until the message is accepted, the request
@@ -521,13 +528,7 @@ func (r *run) resend(d Decision) (State, bool) {
 		r.st.Reason = "cannot derive the resend key: " + err.Error()
 		return Failed, false
 	}
-	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrInvalidRequest},
-		},
-	})
+	ctx := r.planOptions()
 	var req provider.Request
 	if err := workflow.ExecuteActivity(ctx, a.Plan, activities.PlanInput{
 		EventKey: r.in.Key, SendKey: string(key), Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,

@@ -274,19 +274,12 @@ func MapStatus(s string) provider.Status {
 
 // Get looks a message up by id.
 func (c *Client) Get(ctx context.Context, id string) (provider.Message, error) {
-	ans, err := wire.Do(ctx, c.hc, http.MethodGet, c.messagesURL(id), c.header(), nil)
-	if err != nil {
-		return provider.Message{}, fmt.Errorf("bird: look up message %s: %w", id, err)
-	}
-	if ans.Status == http.StatusNotFound {
-		return provider.Message{}, fmt.Errorf("bird: message %s: %w", id, provider.ErrNotFound)
-	}
-	if ans.Status != http.StatusOK {
-		return provider.Message{}, fmt.Errorf("bird: look up message %s: answer %d: %s", id, ans.Status, wire.Snippet(ans.Body))
-	}
 	var m message
-	if err := json.Unmarshal(ans.Body, &m); err != nil || m.ID == "" {
-		return provider.Message{}, fmt.Errorf("bird: look up message %s: unreadable answer: %s", id, wire.Snippet(ans.Body))
+	if err := wire.GetJSON(ctx, c.hc, provider.Bird, "look up message "+id, c.messagesURL(id), c.header(), &m); err != nil {
+		return provider.Message{}, err
+	}
+	if m.ID == "" {
+		return provider.Message{}, fmt.Errorf("bird: look up message %s: the answer has no id", id)
 	}
 	return m.toProvider(), nil
 }
@@ -318,16 +311,9 @@ func (c *Client) List(ctx context.Context, from, to time.Time) ([]provider.Messa
 		if token != "" {
 			q.Set("pageToken", token)
 		}
-		ans, err := wire.Do(ctx, c.hc, http.MethodGet, c.messagesURL()+"?"+q.Encode(), c.header(), nil)
-		if err != nil {
-			return nil, fmt.Errorf("bird: list messages: %w", err)
-		}
-		if ans.Status != http.StatusOK {
-			return nil, fmt.Errorf("bird: list messages: answer %d: %s", ans.Status, wire.Snippet(ans.Body))
-		}
 		var p listPage
-		if err := json.Unmarshal(ans.Body, &p); err != nil {
-			return nil, fmt.Errorf("bird: list messages: unreadable page: %s", wire.Snippet(ans.Body))
+		if err := wire.GetJSON(ctx, c.hc, provider.Bird, "list messages", c.messagesURL()+"?"+q.Encode(), c.header(), &p); err != nil {
+			return nil, err
 		}
 		for _, m := range p.Results {
 			out = append(out, m.toProvider())

@@ -242,19 +242,12 @@ func MapStatus(s string) provider.Status {
 
 // Get looks a message up by id.
 func (c *Client) Get(ctx context.Context, id string) (provider.Message, error) {
-	ans, err := wire.Do(ctx, c.hc, http.MethodGet, c.url(id), c.header(), nil)
-	if err != nil {
-		return provider.Message{}, fmt.Errorf("sendy: look up message %s: %w", id, err)
-	}
-	if ans.Status == http.StatusNotFound {
-		return provider.Message{}, fmt.Errorf("sendy: message %s: %w", id, provider.ErrNotFound)
-	}
-	if ans.Status != http.StatusOK {
-		return provider.Message{}, fmt.Errorf("sendy: look up message %s: answer %d: %s", id, ans.Status, wire.Snippet(ans.Body))
-	}
 	var m message
-	if err := json.Unmarshal(ans.Body, &m); err != nil || m.ID == "" {
-		return provider.Message{}, fmt.Errorf("sendy: look up message %s: unreadable answer: %s", id, wire.Snippet(ans.Body))
+	if err := wire.GetJSON(ctx, c.hc, provider.Sendy, "look up message "+id, c.url(id), c.header(), &m); err != nil {
+		return provider.Message{}, err
+	}
+	if m.ID == "" {
+		return provider.Message{}, fmt.Errorf("sendy: look up message %s: the answer has no id", id)
 	}
 	return m.toProvider(), nil
 }

@@ -92,6 +92,24 @@ func Do(ctx context.Context, hc *http.Client, method, u string, header http.Head
 	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 }
 
+// GetJSON reads a provider resource: 200 decodes into v, 404 is
+// provider.ErrNotFound, anything else an error naming what was looked up.
+func GetJSON(ctx context.Context, hc *http.Client, p provider.Name, what, u string, header http.Header, v any) error {
+	ans, err := Do(ctx, hc, http.MethodGet, u, header, nil)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %s: %w", p, what, err)
+	case ans.Status == http.StatusNotFound:
+		return fmt.Errorf("%s: %s: %w", p, what, provider.ErrNotFound)
+	case ans.Status != http.StatusOK:
+		return fmt.Errorf("%s: %s: answer %d: %s", p, what, ans.Status, Snippet(ans.Body))
+	}
+	if err := json.Unmarshal(ans.Body, v); err != nil {
+		return fmt.Errorf("%s: %s: unreadable answer: %s", p, what, Snippet(ans.Body))
+	}
+	return nil
+}
+
 // TransportFailure classifies a send whose answer did not arrive: the
 // provider may or may not have acted, so the outcome is Unknown. The reason
 // names the failure without the URL (it holds workspace and channel ids).
