@@ -141,10 +141,7 @@ func (c *Client) Send(ctx context.Context, req provider.Request) provider.Result
 	if req.Provider != provider.Bird {
 		return provider.Result{Outcome: provider.Rejected, Reason: fmt.Sprintf("bird: the request was planned for %q", req.Provider)}
 	}
-	h := c.header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Idempotency-Key", req.Key)
-	ans, err := wire.Do(ctx, c.hc, http.MethodPost, c.messagesURL(), h, req.Body)
+	ans, err := wire.SendPlanned(ctx, c.hc, c.messagesURL(), c.header(), req)
 	if err != nil {
 		return wire.TransportFailure(provider.Bird, err)
 	}

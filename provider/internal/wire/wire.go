@@ -92,6 +92,15 @@ func Do(ctx context.Context, hc *http.Client, method, u string, header http.Head
 	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 }
 
+// SendPlanned makes one send attempt: req.Body byte for byte, with req.Key
+// as the Idempotency-Key, posted to u with the provider's header.
+func SendPlanned(ctx context.Context, hc *http.Client, u string, header http.Header, req provider.Request) (Answer, error) {
+	h := header.Clone()
+	h.Set("Content-Type", "application/json")
+	h.Set("Idempotency-Key", req.Key)
+	return Do(ctx, hc, http.MethodPost, u, h, req.Body)
+}
+
 // GetJSON reads a provider resource: 200 decodes into v, 404 is
 // provider.ErrNotFound, anything else an error naming what was looked up.
 func GetJSON(ctx context.Context, hc *http.Client, p provider.Name, what, u string, header http.Header, v any) error {
