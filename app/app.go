@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/worker"
@@ -88,7 +86,8 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		a.Namespace = opts.Namespace
 		a.Client, err = client.DialContext(ctx, opts)
 		if err == nil {
-			err = ensureSearchAttributes(ctx, a.Client, a.Namespace)
+			// Without them every state change would fail the run's task.
+			err = devstack.EnsureSearchAttributes(ctx, a.Client, a.Namespace, workflows.SearchAttributes())
 		}
 	}
 	if err != nil {
@@ -184,35 +183,6 @@ func (a *App) providers() (map[provider.Name]provider.Client, error) {
 func withLogger(c simulator.Config, l *zap.Logger) simulator.Config {
 	c.Logger = l
 	return c
-}
-
-// ensureSearchAttributes makes sure the namespace has the workflow's search
-// attributes: without them every state change would fail the run's task.
-func ensureSearchAttributes(ctx context.Context, c client.Client, ns string) error {
-	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
-	if err != nil {
-		return fmt.Errorf("list the search attributes of namespace %s: %w", ns, err)
-	}
-	missing := map[string]enumspb.IndexedValueType{}
-	var names []string
-	for name, typ := range workflows.SearchAttributes() {
-		if _, ok := have.GetCustomAttributes()[name]; !ok {
-			missing[name] = typ
-			names = append(names, name)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if _, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: ns, SearchAttributes: missing}); err != nil {
-		var cmds []string
-		for _, n := range names {
-			cmds = append(cmds, fmt.Sprintf("temporal operator search-attribute create --namespace %s --name %s --type Keyword", ns, n))
-		}
-		return fmt.Errorf("namespace %s lacks the search attributes %s and this worker may not add them (%w): run\n  %s",
-			ns, strings.Join(names, ", "), err, strings.Join(cmds, "\n  "))
-	}
-	return nil
 }
 
 // Banner says what is running and where, for the person who started it.

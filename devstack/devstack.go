@@ -15,7 +15,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -393,33 +395,47 @@ func ensureNamespace(ctx context.Context, c client.Client, cfg Config) error {
 			return fmt.Errorf("raise the retention of namespace %s to %s: %w", cfg.Namespace, cfg.Retention, err)
 		}
 	}
-	if len(cfg.SearchAttributes) == 0 {
+	return EnsureSearchAttributes(ctx, c, cfg.Namespace, cfg.SearchAttributes)
+}
+
+// EnsureSearchAttributes registers the attributes a namespace lacks. It is
+// also what the worker runs against an existing cluster: an attribute that
+// exists with another type is an error, and when the caller may not add
+// attributes the error gives the temporal commands that do.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, ns string, attrs map[string]enumspb.IndexedValueType) error {
+	if len(attrs) == 0 {
 		return nil
 	}
-	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: cfg.Namespace})
+	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 	if err != nil {
-		return fmt.Errorf("list the search attributes of namespace %s: %w", cfg.Namespace, err)
+		return fmt.Errorf("list the search attributes of namespace %s: %w", ns, err)
 	}
+	names := make([]string, 0, len(attrs))
+	for name := range attrs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	missing := map[string]enumspb.IndexedValueType{}
-	for name, typ := range cfg.SearchAttributes {
+	var cmds []string
+	for _, name := range names {
+		typ := attrs[name]
 		got, ok := have.GetCustomAttributes()[name]
 		switch {
 		case !ok:
 			missing[name] = typ
+			cmds = append(cmds, fmt.Sprintf("temporal operator search-attribute create --namespace %s --name %s --type %s", ns, name, typ))
 		case got != typ:
-			return fmt.Errorf("search attribute %s exists in namespace %s as %s, but this program needs %s: use a fresh data directory or remove the attribute",
-				name, cfg.Namespace, got, typ)
+			return fmt.Errorf("search attribute %s exists in namespace %s as %s, but this program needs %s: remove it, or use a fresh namespace (in dev mode, a fresh data directory)",
+				name, ns, got, typ)
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: cfg.Namespace, SearchAttributes: missing,
-	})
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: ns, SearchAttributes: missing})
 	var exists *serviceerror.AlreadyExists
 	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("register search attributes in namespace %s: %w", cfg.Namespace, err)
+		return fmt.Errorf("namespace %s lacks search attributes and they could not be added (%w): run\n  %s", ns, err, strings.Join(cmds, "\n  "))
 	}
 	return nil
 }

@@ -72,6 +72,9 @@ func TestStackServesNamespaceUIAndSurvivesRestart(t *testing.T) {
 	for name, typ := range testAttributes {
 		require.Equal(t, typ, sa.GetCustomAttributes()[name], name)
 	}
+	require.NoError(t, EnsureSearchAttributes(ctx, c, "default", testAttributes), "present ones are left alone")
+	err = EnsureSearchAttributes(ctx, c, "default", map[string]enumspb.IndexedValueType{"SmsState": enumspb.INDEXED_VALUE_TYPE_INT})
+	require.ErrorContains(t, err, "search attribute SmsState exists in namespace default as Keyword, but this program needs Int")
 
 	// The web UI answers at /.
 	resp, err := http.Get(s.UIURL() + "/")
