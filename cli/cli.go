@@ -40,9 +40,6 @@ const (
 	ExitNotFound = 4 // no run (or ledger record) for the key
 )
 
-// Env looks up an environment variable.
-type Env func(string) (string, bool)
-
 const usage = `smsctl: send and steer SMS event runs.
 
 Usage:
@@ -67,15 +64,16 @@ TEMPORAL_API_KEY and TEMPORAL_TLS_* (or a TEMPORAL_PROFILE), like the temporal C
 Exit codes: 0 ok, 1 failure, 2 invalid input, 3 conflict, 4 not found.
 `
 
-// Main runs smsctl with args (without the program name) and returns the exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) int {
-	c := &cmd{out: stdout, errOut: stderr, env: env}
+// Main runs smsctl with args (without the program name) and environ (as
+// os.Environ gives it) and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
+	c := &cmd{out: stdout, errOut: stderr, env: envLookup(environ)}
 	return c.run(ctx, args)
 }
 
 type cmd struct {
 	out, errOut io.Writer
-	env         Env
+	env         envLookup
 	asJSON      bool
 	address, ns string
 }
@@ -172,10 +170,20 @@ func oneKey(fs *flag.FlagSet, args []string) (string, error) {
 // not imported: that package carries the whole Temporal server).
 const devFrontend = "127.0.0.1:7233"
 
-type envLookup struct{ env Env }
+// envLookup is the environment in os.Environ form. The SDK's envconfig
+// needs both lookups and the whole list (TEMPORAL_GRPC_META_* headers).
+type envLookup []string
 
-func (e envLookup) LookupEnv(k string) (string, bool) { return e.env(k) }
-func (e envLookup) Environ() []string                 { return nil }
+func (e envLookup) LookupEnv(k string) (v string, ok bool) {
+	for _, kv := range e {
+		if name, val, found := strings.Cut(kv, "="); found && name == k {
+			v, ok = val, true // the last one wins, as in a shell
+		}
+	}
+	return v, ok
+}
+
+func (e envLookup) Environ() []string { return e }
 
 // withStarter dials Temporal the way the temporal CLI does, runs f with a
 // Starter over the connection, and closes it.
@@ -189,7 +197,7 @@ func (c *cmd) withStarter(ctx context.Context, f func(*starter.Starter) error) e
 }
 
 func (c *cmd) dial(ctx context.Context) (*starter.Starter, func(), error) {
-	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: envLookup{c.env}})
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: c.env})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the Temporal connection settings: %w", err)
 	}
@@ -440,7 +448,7 @@ func (c *cmd) audit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	secret := func(k string) logging.Secret { v, _ := c.env(k); return logging.Secret(v) }
+	secret := func(k string) logging.Secret { v, _ := c.env.LookupEnv(k); return logging.Secret(v) }
 	var pc provider.Client
 	switch {
 	case e.Provider == string(provider.Bird) && bc.BaseURL != "":

@@ -7,14 +7,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/contrib/envconfig"
 )
 
 // These commands are answered before any server is dialled; the
 // integration tests run the rest against a real stack.
 func run(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	env := map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1"} // nothing listens there
-	code := Main(context.Background(), args, &out, &errOut, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	env := []string{"TEMPORAL_ADDRESS=127.0.0.1:1"} // nothing listens there
+	code := Main(context.Background(), args, &out, &errOut, env)
 	return code, out.String(), errOut.String()
 }
 
@@ -61,4 +62,21 @@ func TestJSONErrorsForScripts(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(errOut), &e))
 	require.Equal(t, ExitInvalid, e.ExitCode)
 	require.Contains(t, e.Error, "without spaces")
+}
+
+func TestEnvironmentReachesTheSDK(t *testing.T) {
+	t.Parallel()
+	e := envLookup{"TEMPORAL_ADDRESS=a:1", "TEMPORAL_GRPC_META_X_TENANT=acme", "TEMPORAL_ADDRESS=b:2"}
+	v, ok := e.LookupEnv("TEMPORAL_ADDRESS")
+	require.True(t, ok)
+	require.Equal(t, "b:2", v, "the last one wins")
+	_, ok = e.LookupEnv("TEMPORAL_NAMESPACE")
+	require.False(t, ok)
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: e, DisableFile: true})
+	require.NoError(t, err)
+	require.Equal(t, "b:2", opts.HostPort)
+	require.NotNil(t, opts.HeadersProvider, "TEMPORAL_GRPC_META_* headers reach the client")
+	h, err := opts.HeadersProvider.GetHeaders(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "acme", h["x-tenant"])
 }

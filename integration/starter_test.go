@@ -166,11 +166,11 @@ func TestConflictingPayloadIsRefused(t *testing.T) {
 // smsctl runs the CLI against the integration stack.
 func smsctl(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	env := map[string]string{"TEMPORAL_ADDRESS": stack.Stack.FrontendAddress(), "TEMPORAL_NAMESPACE": stack.Namespace}
+	env := []string{"TEMPORAL_ADDRESS=" + stack.Stack.FrontendAddress(), "TEMPORAL_NAMESPACE=" + stack.Namespace}
 	var out, errOut bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := cli.Main(ctx, args, &out, &errOut, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	code := cli.Main(ctx, args, &out, &errOut, env)
 	return code, out.String(), errOut.String()
 }
 

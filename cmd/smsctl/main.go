@@ -12,7 +12,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Environ())
 	stop()
 	os.Exit(code)
 }
