@@ -137,7 +137,7 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 		workflows.ProviderAttribute.GetName(): in.Provider,
 		workflows.KeyAttribute.GetName():      in.Key,
 	} {
-		if sa[name], err = converter.GetDefaultDataConverter().ToPayload(v); err != nil {
+		if sa[name], err = dc.ToPayload(v); err != nil {
 			return res, err
 		}
 		sa[name].Metadata["type"] = []byte("Keyword")
