@@ -108,7 +108,9 @@ type Result struct {
 	// MessageID and Status are set when Outcome.Sent().
 	MessageID string `json:"messageId,omitempty"`
 	Status    Status `json:"status,omitempty"`
-	// RetryAfter is the provider's Retry-After for RateLimited.
+	// RetryAfter is the provider's Retry-After (on 429, 503 and other
+	// 5xx), or for RateLimited the least wait the provider's documented
+	// pace implies; 0 leaves the retry policy's backoff.
 	RetryAfter time.Duration `json:"retryAfter,omitempty"`
 	// Credits is what Sendy charged for the message (0 for Bird).
 	Credits int `json:"credits,omitempty"`

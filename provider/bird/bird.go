@@ -218,13 +218,19 @@ func Classify(status int, h http.Header, body []byte, now time.Time) provider.Re
 		r.Reason = fmt.Sprintf("bird: 409 with an unrecognised code %q (%s); retrying the same request is safe", eb.Code, wire.Snippet(body))
 	case status == http.StatusServiceUnavailable && eb.Code == CodeUnavailable:
 		r.Outcome = provider.NotExecuted
+		r.RetryAfter = wire.RetryAfter(h, now)
 		r.Reason = "bird: 503 E01033 IdempotencyUnavailable: this attempt was not executed; retry with backoff"
+	case wire.NotProcessed(status):
+		r.Outcome = provider.NotExecuted
+		r.RetryAfter = wire.RetryAfter(h, now)
+		r.Reason = fmt.Sprintf("bird: %d %s: the request was not processed; retry the same request", status, http.StatusText(status))
 	case status == http.StatusTooManyRequests:
 		r.Outcome = provider.RateLimited
 		r.RetryAfter = wire.RetryAfter(h, now)
 		r.Reason = fmt.Sprintf("bird: 429 rate limited, not processed; retry after %s", r.RetryAfter)
 	case status >= 500:
 		r.Outcome = provider.Unknown
+		r.RetryAfter = wire.RetryAfter(h, now)
 		r.Reason = fmt.Sprintf("bird: %d %s; Bird stores no 5xx answers, so the send may or may not have taken effect", status, describe(eb, body))
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		r.Outcome = provider.Rejected

@@ -36,6 +36,12 @@ func TestClassifyEveryRowOfBirdsTable(t *testing.T) {
 		{"other 503", 503, nil, `upstream down`, provider.Unknown, false, 0},
 		{"500", 500, nil, `{"code":"E00500"}`, provider.Unknown, false, 0},
 		{"502 html", 502, nil, `<html>bad gateway</html>`, provider.Unknown, false, 0},
+		// Retry-After is honoured on 503 and other 5xx, as on 429.
+		{"E01033 with Retry-After", 503, http.Header{"Retry-After": {"4"}}, `{"code":"E01033"}`, provider.NotExecuted, false, 4 * time.Second},
+		{"500 with Retry-After", 500, http.Header{"Retry-After": {"9"}}, ``, provider.Unknown, false, 9 * time.Second},
+		// 408 and 425: the request was not processed; retried.
+		{"408", 408, nil, ``, provider.NotExecuted, false, 0},
+		{"425 with Retry-After", 425, http.Header{"Retry-After": {"2"}}, ``, provider.NotExecuted, false, 2 * time.Second},
 		{"429 seconds", 429, http.Header{"Retry-After": {"12"}}, ``, provider.RateLimited, false, 12 * time.Second},
 		{"429 date", 429, http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}}, ``, provider.RateLimited, false, 90 * time.Second},
 		{"429 without header", 429, nil, ``, provider.RateLimited, false, 0},

@@ -150,6 +150,13 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// RateLimitPerMinute is Sendy's documented limit, and Pace the wait it
+// implies between two requests: the least a 429 waits.
+const (
+	RateLimitPerMinute = 60
+	Pace               = time.Minute / RateLimitPerMinute
+)
+
 // Classify maps one Sendy answer onto an outcome class. 202 is a new send
 // and 200 a replay; anything it cannot read with certainty is Unknown.
 func Classify(status int, h http.Header, body []byte, now time.Time) provider.Result {
@@ -181,9 +188,19 @@ func Classify(status int, h http.Header, body []byte, now time.Time) provider.Re
 	case status == http.StatusTooManyRequests:
 		r.Outcome = provider.RateLimited
 		r.RetryAfter = wire.RetryAfter(h, now)
-		r.Reason = fmt.Sprintf("sendy: 429 rate limited (60 requests a minute); retry after %s", r.RetryAfter)
+		if r.RetryAfter < Pace {
+			// Without (or below) Retry-After, wait at least the documented
+			// pace rather than hammering a limit that is already reached.
+			r.RetryAfter = Pace
+		}
+		r.Reason = fmt.Sprintf("sendy: 429 rate limited (%d requests a minute); retry after %s", RateLimitPerMinute, r.RetryAfter)
+	case wire.NotProcessed(status):
+		r.Outcome = provider.NotExecuted
+		r.RetryAfter = wire.RetryAfter(h, now)
+		r.Reason = fmt.Sprintf("sendy: %d %s: the request was not processed; retry the same request", status, http.StatusText(status))
 	case status >= 500:
 		r.Outcome = provider.Unknown
+		r.RetryAfter = wire.RetryAfter(h, now)
 		r.Reason = fmt.Sprintf("sendy: %d %s; the send may or may not have taken effect", status, describe(eb, body))
 	case status == http.StatusBadRequest:
 		r.Outcome = provider.Rejected

@@ -35,6 +35,12 @@ func TestClassifyEveryRowOfSendysTable(t *testing.T) {
 		{"429", 429, http.Header{"Retry-After": {"30"}}, errBody("RATE_LIMITED"), provider.RateLimited, false, 30 * time.Second},
 		{"500", 500, nil, errBody("INTERNAL"), provider.Unknown, false, 0},
 		{"503", 503, nil, ``, provider.Unknown, false, 0},
+		{"503 with Retry-After", 503, http.Header{"Retry-After": {"20"}}, ``, provider.Unknown, false, 20 * time.Second},
+		// Without Retry-After a 429 waits at least Sendy's pace (60 a minute).
+		{"429 without Retry-After", 429, nil, errBody("RATE_LIMITED"), provider.RateLimited, false, time.Second},
+		{"429 with Retry-After 0", 429, http.Header{"Retry-After": {"0"}}, errBody("RATE_LIMITED"), provider.RateLimited, false, time.Second},
+		{"408", 408, nil, ``, provider.NotExecuted, false, 0},
+		{"425", 425, nil, ``, provider.NotExecuted, false, 0},
 		{"400", 400, nil, errBody("INVALID_RECIPIENT"), provider.Rejected, false, 0},
 		{"402", 402, nil, errBody("INSUFFICIENT_CREDIT"), provider.Rejected, false, 0},
 		{"403 opted out", 403, nil, errBody("RECIPIENT_OPTED_OUT"), provider.Rejected, false, 0},

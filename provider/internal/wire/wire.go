@@ -163,6 +163,14 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
+// NotProcessed reports the HTTP answers that say the server did not
+// process the request at all: 408 Request Timeout (the server gave up
+// waiting for the request) and 425 Too Early (it refused to process a
+// request that might be replayed). Both invite the same request again.
+func NotProcessed(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusTooEarly
+}
+
 // Snippet returns the start of an answer body for an error message,
 // collapsed to one line.
 func Snippet(b []byte) string {
