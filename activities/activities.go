@@ -108,6 +108,12 @@ type PrepareInput struct {
 	Key, Provider, To, From, Text string
 }
 
+// SendKey is one Idempotency-Key an event used, and when it was first tried.
+type SendKey struct {
+	Key            string    `json:"key"`
+	FirstAttemptAt time.Time `json:"firstAttemptAt"`
+}
+
 // PrepareOutput is the planned request and what the ledger knows.
 type PrepareOutput struct {
 	// Request is the planned request: its Body bytes go out on every attempt.
@@ -123,6 +129,15 @@ type PrepareOutput struct {
 	FirstAttemptAt time.Time `json:"firstAttemptAt"`
 	// Conflict is set when the key is claimed by a different message.
 	Conflict string `json:"conflict,omitempty"`
+	// SendKeys are every Idempotency-Key the event used before this run,
+	// resend keys included, in the order they were first tried: a run
+	// that resumes the event carries on from the last and reconciles all.
+	SendKeys []SendKey `json:"sendKeys,omitempty"`
+	// LastUncertainAt is the start of the latest attempt of the event, in
+	// any run and under any key, that ended without a certain answer or
+	// never ended: it may still take effect until the policy's
+	// LateEffectHorizon has passed. Zero when there is none.
+	LastUncertainAt time.Time `json:"lastUncertainAt"`
 	// Warnings about the key or the recipient, for the run's timeline.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -131,7 +146,7 @@ type PrepareOutput struct {
 // key in the ledger. Invalid input fails without retry and nothing is sent.
 func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutput, error) {
 	var out PrepareOutput
-	key, err := keys.Parse(in.Key)
+	key, err := keys.ParseEvent(in.Key)
 	if err != nil {
 		return out, invalid(err)
 	}
@@ -169,6 +184,9 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	})
 	var conflict *ledger.ConflictError
 	switch {
+	case errors.As(err, &conflict) && conflict.Stored != "":
+		out.Conflict = fmt.Sprintf("the key %s is claimed in the ledger with other request bytes (stored %s, now %s): the same message now plans into other bytes, which the provider would refuse or take as another message; nothing was sent. Finish the event with the worker version that claimed it, or settle it by hand", key, conflict.Stored, conflict.Given)
+		return out, nil
 	case errors.As(err, &conflict):
 		out.Conflict = fmt.Sprintf("the key %s is already claimed in the ledger by a message with another %s; nothing was sent. This is a different message: derive its own key from its event", key, conflict.Field)
 		return out, nil
@@ -180,8 +198,53 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	if claim.Event.Settled() {
 		e := claim.Event
 		out.Settled = &e
+		return out, nil
+	}
+	if !claim.Created {
+		attempts, err := a.Ledger.Attempts(ctx, string(key))
+		if err != nil {
+			return out, err // retried: the run must know every key before it goes on
+		}
+		out.SendKeys = sendKeys(attempts)
+		out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
 	}
 	return out, nil
+}
+
+// sendKeys lists the keys of the attempts in the order first tried.
+func sendKeys(attempts []ledger.Attempt) []SendKey {
+	var out []SendKey
+	seen := map[string]bool{}
+	for _, at := range attempts { // oldest first
+		if !seen[at.SendKey] {
+			seen[at.SendKey] = true
+			out = append(out, SendKey{Key: at.SendKey, FirstAttemptAt: at.StartedAt})
+		}
+	}
+	return out
+}
+
+// Uncertain reports an attempt that may have taken effect without our
+// knowing: no certain answer (unknown, in progress behind another request
+// with the key), or no end recorded at all (cut off by a crash).
+func Uncertain(at ledger.Attempt) bool {
+	switch provider.Outcome(at.Outcome) {
+	case provider.Unknown, provider.InProgress, "":
+		return true
+	}
+	return false
+}
+
+// lastUncertain returns the start of the latest uncertain attempt among
+// those selected, or zero.
+func lastUncertain(attempts []ledger.Attempt, selected func(ledger.Attempt) bool) time.Time {
+	var last time.Time
+	for _, at := range attempts {
+		if selected(at) && Uncertain(at) && at.StartedAt.After(last) {
+			last = at.StartedAt
+		}
+	}
+	return last
 }
 
 // PlanInput asks for the request of a resend.
@@ -221,10 +284,15 @@ type SendOutput struct {
 	Result provider.Result `json:"result"`
 	// Attempt is the activity attempt that succeeded (1 for the first).
 	Attempt int32 `json:"attempt"`
-	// Uncertain is true when an earlier attempt under this key ended
-	// without a certain answer or never ended: the provider may hold a
-	// second message for the key, which the workflow then looks for.
+	// Uncertain is true when an earlier attempt under this key, in this
+	// run or an earlier one, ended without a certain answer or never
+	// ended: the provider may hold a second message for the key, which
+	// the workflow then looks for.
 	Uncertain bool `json:"uncertain"`
+	// UncertainSince is the start of the latest such attempt: it may
+	// still take effect until the policy's LateEffectHorizon has passed,
+	// so the workflow looks again then.
+	UncertainSince time.Time `json:"uncertainSince"`
 }
 
 // SendFailure is the details of a failed attempt's ApplicationError.
@@ -277,10 +345,11 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		zap.Bool("replay", res.Outcome == provider.Replayed), zap.String("reason", res.Reason))
 
 	if res.Outcome.Sent() {
+		// Earlier runs count too: a run that resumed the event starts
+		// again at activity attempt 1.
 		out := SendOutput{Result: res, Attempt: info.Attempt}
-		if info.Attempt > 1 {
-			out.Uncertain = a.earlierUncertain(ctx, in.EventKey, row)
-		}
+		out.UncertainSince = a.earlierUncertain(ctx, in.EventKey, row)
+		out.Uncertain = !out.UncertainSince.IsZero()
 		return out, nil
 	}
 	return SendOutput{}, AttemptError(res, info.Attempt, in.InProgressDelay)
@@ -293,7 +362,7 @@ func AttemptError(res provider.Result, attempt int32, inProgressDelay time.Durat
 	var typ string
 	switch res.Outcome {
 	case provider.NotExecuted:
-		typ = ErrNotExecuted
+		typ, opts.NextRetryDelay = ErrNotExecuted, res.RetryAfter
 	case provider.InProgress:
 		typ, opts.NextRetryDelay = ErrInProgress, inProgressDelay
 	case provider.RateLimited:
@@ -304,28 +373,25 @@ func AttemptError(res provider.Result, attempt int32, inProgressDelay time.Durat
 			typ = ErrKeyConflict
 		}
 	default:
-		typ = ErrUnknownOutcome
+		typ, opts.NextRetryDelay = ErrUnknownOutcome, res.RetryAfter
 	}
 	return temporal.NewApplicationErrorWithOptions(res.Reason, typ, opts)
 }
 
-// earlierUncertain reports whether an earlier attempt of this key in any
-// run ended without a certain answer, or never ended.
-func (a *Activities) earlierUncertain(ctx context.Context, eventKey string, this ledger.Attempt) bool {
+// earlierUncertain returns the start of the latest other attempt of this
+// key, in any run, that ended without a certain answer or never ended;
+// zero when there is none.
+func (a *Activities) earlierUncertain(ctx context.Context, eventKey string, this ledger.Attempt) time.Time {
 	attempts, err := a.Ledger.Attempts(ctx, eventKey)
 	if err != nil {
-		return true // cannot tell: look
+		// Cannot tell: take this attempt's own start, so the workflow
+		// looks now and again once a late effect would show.
+		a.log().Warn("could not read the earlier attempts of a key; looking for a second message anyway", zap.String("key", this.SendKey), zap.Error(err))
+		return this.StartedAt
 	}
-	for _, at := range attempts {
-		if at.SendKey != this.SendKey || (at.RunID == this.RunID && at.Number == this.Number) {
-			continue
-		}
-		switch provider.Outcome(at.Outcome) {
-		case provider.Unknown, provider.InProgress, "":
-			return true
-		}
-	}
-	return false
+	return lastUncertain(attempts, func(at ledger.Attempt) bool {
+		return at.SendKey == this.SendKey && (at.RunID != this.RunID || at.Number != this.Number)
+	})
 }
 
 // ReconcileInput asks what the ledger and the provider know about an
@@ -350,6 +416,13 @@ type ReconcileOutput struct {
 	Searched bool `json:"searched"`
 	// How says what was consulted, for the timeline.
 	How string `json:"how"`
+	// ByKey is true when the provider's records were searched by key (a
+	// list endpoint), so a message no attempt of ours answered with can
+	// be found; false when only known ids could be looked up (Sendy).
+	ByKey bool `json:"byKey"`
+	// LastUncertainAt is the start of the latest attempt under the keys
+	// that ended without a certain answer or never ended; zero if none.
+	LastUncertainAt time.Time `json:"lastUncertainAt"`
 }
 
 // Reconcile looks for the event's messages in our ledger and in the
@@ -365,7 +438,14 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	if err != nil {
 		return ReconcileOutput{}, err
 	}
-	return ReconcileOutput{Messages: found.Messages, Searched: found.Searched, How: found.How}, nil
+	want := map[string]bool{}
+	for _, k := range in.Keys {
+		want[k] = true
+	}
+	return ReconcileOutput{
+		Messages: found.Messages, Searched: found.Searched, How: found.How, ByKey: found.ByKey,
+		LastUncertainAt: lastUncertain(found.Attempts, func(at ledger.Attempt) bool { return want[at.SendKey] }),
+	}, nil
 }
 
 // StatusInput names the message to look up.
@@ -387,8 +467,23 @@ type SettleInput struct {
 	Key, Outcome, Reason, MessageID string
 }
 
+// SettleOutput is the outcome the ledger holds after the settle: the
+// first settle of an event wins, so it may be another run's.
+type SettleOutput struct {
+	Outcome   string    `json:"outcome"`
+	Reason    string    `json:"reason"`
+	MessageID string    `json:"messageId,omitempty"`
+	SettledAt time.Time `json:"settledAt"`
+}
+
 // Settle records the final outcome in the ledger, so the event is never
-// sent again, even after Temporal has forgotten the run.
-func (a *Activities) Settle(ctx context.Context, in SettleInput) error {
-	return a.Ledger.Settle(ctx, in.Key, in.Outcome, in.Reason, in.MessageID, a.now())
+// sent again, even after Temporal has forgotten the run. A ledger that
+// cannot be written is an error the workflow retries: a run never ends
+// as if its outcome were recorded when it was not.
+func (a *Activities) Settle(ctx context.Context, in SettleInput) (SettleOutput, error) {
+	e, err := a.Ledger.Settle(ctx, in.Key, in.Outcome, in.Reason, in.MessageID, a.now())
+	if err != nil {
+		return SettleOutput{}, err
+	}
+	return SettleOutput{Outcome: e.Outcome, Reason: e.Reason, MessageID: e.MessageID, SettledAt: e.SettledAt}, nil
 }

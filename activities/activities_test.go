@@ -135,7 +135,8 @@ func TestPrepareClaimsOncePlansOnceAndSpotsConflicts(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, c.Conflict, "another text")
 
-	require.NoError(t, b.led.Settle(context.Background(), event.Key, "Delivered", "delivered", "m-1", b.sim.Now()))
+	_, err = b.led.Settle(context.Background(), event.Key, "Delivered", "delivered", "m-1", b.sim.Now())
+	require.NoError(t, err)
 	settled, err := prepare(t, b, event)
 	require.NoError(t, err)
 	require.NotNil(t, settled.Settled)
@@ -204,8 +205,8 @@ func TestAttemptErrorTypes(t *testing.T) {
 		switch outcome {
 		case provider.InProgress:
 			require.Equal(t, 5*time.Second, appErr.NextRetryDelay())
-		case provider.RateLimited:
-			require.Equal(t, 3*time.Second, appErr.NextRetryDelay())
+		case provider.RateLimited, provider.NotExecuted, provider.Unknown:
+			require.Equal(t, 3*time.Second, appErr.NextRetryDelay(), "Retry-After is honoured on %s", outcome)
 		}
 	}
 	err := AttemptError(provider.Result{Outcome: provider.Rejected, KeyConflict: true}, 1, 0)
@@ -240,8 +241,8 @@ func TestEarlierUncertain(t *testing.T) {
 	ctx := context.Background()
 	_, err := prepare(t, b, event)
 	require.NoError(t, err)
-	at := func(n int, outcome provider.Outcome, ended bool) ledger.Attempt {
-		row := ledger.Attempt{EventKey: event.Key, SendKey: event.Key, RunID: "r", Number: n, StartedAt: time.Unix(int64(n), 0)}
+	at := func(run string, n int, outcome provider.Outcome, ended bool) ledger.Attempt {
+		row := ledger.Attempt{EventKey: event.Key, SendKey: event.Key, RunID: run, Number: n, StartedAt: time.Unix(int64(n), 0)}
 		require.NoError(t, b.led.BeginAttempt(ctx, row))
 		if ended {
 			row.EndedAt, row.Outcome = row.StartedAt, string(outcome)
@@ -249,18 +250,78 @@ func TestEarlierUncertain(t *testing.T) {
 		}
 		return row
 	}
-	at(1, provider.NotExecuted, true)
-	this := at(2, provider.Accepted, true)
-	require.False(t, b.acts.earlierUncertain(ctx, event.Key, this), "a 503 E01033 is certain: not executed")
-	at(3, provider.Unknown, true)
-	require.True(t, b.acts.earlierUncertain(ctx, event.Key, at(4, provider.Accepted, true)))
+	at("r", 1, provider.NotExecuted, true)
+	this := at("r", 2, provider.Accepted, true)
+	require.True(t, b.acts.earlierUncertain(ctx, event.Key, this).IsZero(), "a 503 E01033 is certain: not executed")
+	at("r", 3, provider.Unknown, true)
+	require.Equal(t, time.Unix(3, 0).UTC(), b.acts.earlierUncertain(ctx, event.Key, at("r", 4, provider.Accepted, true)).UTC())
 
-	b2 := setup(t)
-	b = b2
+	b = setup(t)
 	_, err = prepare(t, b, event)
 	require.NoError(t, err)
-	at(1, "", false) // cut off by a crash
-	require.True(t, b.acts.earlierUncertain(ctx, event.Key, at(2, provider.Accepted, true)))
+	at("r", 1, "", false) // cut off by a crash
+	require.Equal(t, time.Unix(1, 0).UTC(), b.acts.earlierUncertain(ctx, event.Key, at("r", 2, provider.Accepted, true)).UTC())
+
+	// An earlier run's uncertain attempt counts although this run's
+	// accepted attempt is its first.
+	b = setup(t)
+	_, err = prepare(t, b, event)
+	require.NoError(t, err)
+	at("run-1", 5, provider.InProgress, true)
+	require.Equal(t, time.Unix(5, 0).UTC(), b.acts.earlierUncertain(ctx, event.Key, at("run-2", 1, provider.Accepted, true)).UTC())
+}
+
+// A run that resumes an event after an earlier run made attempts (hung
+// ones, resends) learns every key and the latest uncertain attempt; a
+// send whose first activity attempt is accepted still reports an earlier
+// run's uncertain attempt.
+func TestResumeLoadsEveryKeyAndEarlierRunsCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p, err := prepare(t, b, event)
+	require.NoError(t, err)
+	t0 := b.sim.Now().Truncate(time.Microsecond) // the ledger keeps microseconds
+	rows := []ledger.Attempt{
+		{EventKey: event.Key, SendKey: event.Key, RunID: "run-1", Number: 1, StartedAt: t0, EndedAt: t0.Add(time.Second), Outcome: string(provider.Unknown)},
+		{EventKey: event.Key, SendKey: event.Key + "~resend-1", RunID: "run-1", Number: 1, StartedAt: t0.Add(time.Hour), EndedAt: t0.Add(time.Hour), Outcome: string(provider.Accepted), MessageID: "m-2"},
+		{EventKey: event.Key, SendKey: event.Key + "~resend-2", RunID: "run-1", Number: 1, StartedAt: t0.Add(2 * time.Hour)}, // cut off
+	}
+	for _, r := range rows {
+		require.NoError(t, b.led.BeginAttempt(ctx, r))
+		if !r.EndedAt.IsZero() {
+			require.NoError(t, b.led.EndAttempt(ctx, r))
+		}
+	}
+	again, err := prepare(t, b, event)
+	require.NoError(t, err)
+	require.False(t, again.Created)
+	var got []string
+	for _, k := range again.SendKeys {
+		got = append(got, k.Key)
+	}
+	require.Equal(t, []string{event.Key, event.Key + "~resend-1", event.Key + "~resend-2"}, got)
+	require.Equal(t, t0.Add(2*time.Hour).UTC(), again.LastUncertainAt.UTC(), "the cut-off resend attempt is the latest uncertain one")
+
+	// run-2's first activity attempt is accepted; run-1's unknown attempt
+	// under the same key makes the acceptance uncertain.
+	out, err := send(t, b, SendInput{EventKey: event.Key, Request: p.Request, Budget: time.Hour})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, out.Attempt)
+	require.True(t, out.Uncertain)
+	require.Equal(t, t0.UTC(), out.UncertainSince.UTC())
+}
+
+// A resend key given as an event key is refused before anything is claimed.
+func TestPrepareRefusesAResendKeyAsEventKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := event
+	in.Key = event.Key + "~resend-1"
+	_, err := prepare(t, b, in)
+	require.ErrorContains(t, err, "not an event key")
+	_, err = b.led.Event(context.Background(), in.Key)
+	require.ErrorIs(t, err, ledger.ErrNotFound)
 }
 
 func runReconcile(t *testing.T, b bundle, in ReconcileInput) ReconcileOutput {
@@ -313,11 +374,24 @@ func TestSettle(t *testing.T) {
 	b := setup(t)
 	_, err := prepare(t, b, event)
 	require.NoError(t, err)
-	_, err = b.env.ExecuteActivity(b.acts.Settle, SettleInput{Key: event.Key, Outcome: "Cancelled", Reason: "by alice"})
-	require.NoError(t, err)
+	settle := func(outcome string) SettleOutput {
+		v, err := b.env.ExecuteActivity(b.acts.Settle, SettleInput{Key: event.Key, Outcome: outcome, Reason: "by alice"})
+		require.NoError(t, err)
+		var out SettleOutput
+		require.NoError(t, v.Get(&out))
+		return out
+	}
+	require.Equal(t, "Cancelled", settle("Cancelled").Outcome)
 	e, err := b.led.Event(context.Background(), event.Key)
 	require.NoError(t, err)
 	require.Equal(t, "Cancelled", e.Outcome)
+	require.Equal(t, "Cancelled", settle("Delivered").Outcome, "the first settle wins, and the caller learns it")
+
+	// A ledger that cannot be written fails the activity (retried by the
+	// workflow), never reports the outcome as recorded.
+	require.NoError(t, b.led.Close())
+	_, err = b.env.ExecuteActivity(b.acts.Settle, SettleInput{Key: event.Key, Outcome: "Delivered"})
+	require.Error(t, err)
 }
 
 func TestPolicy(t *testing.T) {

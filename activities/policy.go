@@ -37,6 +37,17 @@ type Policy struct {
 	// DecisionDeadline is how long a run waits for resend or cancel before
 	// it ends as failed, "no decision". Default 72 h.
 	DecisionDeadline time.Duration `json:"decisionDeadline"`
+	// LateEffectHorizon is how long after an attempt began it may still
+	// take effect at the provider when it ended without a certain answer:
+	// a hung request outlives its client and, at Bird, its in-flight lock.
+	// After an uncertain attempt the run looks for a second message again
+	// once this has passed, and once more before it settles. Default 1
+	// minute: Bird's lock lifetime (30 s) plus the attempt timeout (15 s),
+	// with margin.
+	LateEffectHorizon time.Duration `json:"lateEffectHorizon"`
+	// ReconcileRetry is how often a run awaiting a decision because its
+	// reconciliation failed tries the search again. Default 10 minutes.
+	ReconcileRetry time.Duration `json:"reconcileRetry"`
 }
 
 // AttemptSlack is what the send activity needs beyond the HTTP attempt:
@@ -57,6 +68,8 @@ func DefaultPolicy() Policy {
 		TrackingLimit:     24 * time.Hour,
 		ReconcileBudget:   30 * time.Minute,
 		DecisionDeadline:  72 * time.Hour,
+		LateEffectHorizon: time.Minute,
+		ReconcileRetry:    10 * time.Minute,
 	}
 }
 
@@ -68,6 +81,7 @@ func (p Policy) WithDefaults() Policy {
 		{&p.InitialBackoff, &d.InitialBackoff}, {&p.MaxBackoff, &d.MaxBackoff}, {&p.InProgressDelay, &d.InProgressDelay},
 		{&p.StatusPollInitial, &d.StatusPollInitial}, {&p.StatusPollMax, &d.StatusPollMax}, {&p.TrackingLimit, &d.TrackingLimit},
 		{&p.ReconcileBudget, &d.ReconcileBudget}, {&p.DecisionDeadline, &d.DecisionDeadline},
+		{&p.LateEffectHorizon, &d.LateEffectHorizon}, {&p.ReconcileRetry, &d.ReconcileRetry},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -75,6 +89,11 @@ func (p Policy) WithDefaults() Policy {
 	}
 	return p
 }
+
+// LastAttemptLead is how long before the end of the send budget the last
+// attempt of a key is scheduled: time for a worker to pick it up before
+// the Send activity's own window check would refuse it.
+const LastAttemptLead = AttemptSlack
 
 // SendBudget is how long after a key's first attempt its last attempt may
 // start: the replay window minus the margin.
@@ -89,11 +108,14 @@ func (p Policy) Validate() error {
 		"window margin": p.WindowMargin, "attempt timeout": p.AttemptTimeout, "initial backoff": p.InitialBackoff,
 		"max backoff": p.MaxBackoff, "in-progress delay": p.InProgressDelay, "status poll": p.StatusPollInitial,
 		"status poll max": p.StatusPollMax, "tracking limit": p.TrackingLimit, "reconcile budget": p.ReconcileBudget,
-		"decision deadline": p.DecisionDeadline,
+		"decision deadline": p.DecisionDeadline, "late-effect horizon": p.LateEffectHorizon, "reconcile retry": p.ReconcileRetry,
 	} {
 		if d <= 0 {
 			return fmt.Errorf("%s is %s: it must be positive", name, d)
 		}
+	}
+	if p.LateEffectHorizon < p.AttemptTimeout {
+		return fmt.Errorf("late-effect horizon %s is shorter than one attempt (%s): a hung attempt could take effect after the run stopped looking; make it at least the provider's lock lifetime plus the attempt timeout", p.LateEffectHorizon, p.AttemptTimeout)
 	}
 	if p.MaxBackoff < p.InitialBackoff || p.StatusPollMax < p.StatusPollInitial {
 		return fmt.Errorf("a maximum interval is below its initial interval (backoff %s..%s, status poll %s..%s)", p.InitialBackoff, p.MaxBackoff, p.StatusPollInitial, p.StatusPollMax)

@@ -51,6 +51,7 @@ Commands:
              --to +E164 --text TEXT --provider bird|sendy [--from NAME] [--wait]
   status   KEY                      the run's state, messages and timeline
   resend   KEY --reason R --by WHO  decide to resend (a new message under KEY~resend-N)
+             [--force]  send even where the provider's records could not be searched (blind)
   cancel   KEY --reason R --by WHO  decide to send nothing more
              (both answer at once and refuse what does not fit the run's state;
               --signal sends the plain signal instead, applied when a worker runs)
@@ -160,7 +161,7 @@ func oneKey(fs *flag.FlagSet, args []string) (string, error) {
 		return "", usageError("%s needs exactly one event key", fs.Name())
 	}
 	// Checked before dialling, so a bad key gets the fix, not a connection error.
-	if _, err := keys.Parse(pos[0]); err != nil {
+	if _, err := keys.ParseEvent(pos[0]); err != nil {
 		return "", &starter.InvalidError{Field: "key", Err: err}
 	}
 	return pos[0], nil
@@ -332,6 +333,9 @@ func (c *cmd) decide(action string) func(context.Context, []string) error {
 		d.Action = action
 		fs.StringVar(&d.Reason, "reason", "", "why (kept in the run's timeline)")
 		fs.StringVar(&d.By, "by", "", "who decides (kept in the run's timeline)")
+		if action == workflows.ActionResend {
+			fs.BoolVar(&d.Force, "force", false, "send even where the provider's records could not be searched: a blind resend that may make a second SMS, recorded as such")
+		}
 		signal := fs.Bool("signal", false, "send the plain signal instead of the update: queued even with no worker running; a refusal shows only in the run's timeline")
 		key, err := oneKey(fs, args)
 		if err != nil {

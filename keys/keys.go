@@ -189,6 +189,23 @@ func Parse(s string) (Key, error) {
 	return Key(s), nil
 }
 
+// ParseEvent validates the key of a business event: Parse, and not a
+// resend key. A resend key (event~resend-N) belongs to a resend that the
+// event's own run derives; started as an event of its own it would share
+// that resend's Idempotency-Key with the first event's run.
+func ParseEvent(s string) (Key, error) {
+	k, err := Parse(s)
+	if err != nil {
+		return "", err
+	}
+	if base, n, ok := SplitResend(k); ok {
+		return "", &Error{Input: s, Part: "key", Kind: ErrResend,
+			Problem: fmt.Sprintf("is the key of resend %d of the event %s, not an event key", n, base),
+			Fix:     fmt.Sprintf("start the event with its own key (%s); a resend is decided on that event's run", base)}
+	}
+	return k, nil
+}
+
 // CheckRecipient refuses a key that is nothing but the recipient's number
 // (in international or national form, with or without a label such as
 // "phone-"). Such a key names the person, so the provider would refuse the

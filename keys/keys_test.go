@@ -179,3 +179,21 @@ func TestWarningsFlagFreshTimestamps(t *testing.T) {
 	require.Empty(t, Warnings("order-9999999999-shipped", now), "2286 is not a fresh time")
 	require.Empty(t, Warnings("order-17574048920-shipped", now), "11 digits are not a timestamp")
 }
+
+// An event key that looks like a resend key would share that resend's
+// Idempotency-Key with the first event's run: ParseEvent refuses it.
+func TestParseEventRefusesAResendKey(t *testing.T) {
+	t.Parallel()
+	k, err := ParseEvent("order-1-shipped")
+	require.NoError(t, err)
+	require.Equal(t, Key("order-1-shipped"), k)
+
+	_, err = ParseEvent("order-1-shipped~resend-1")
+	require.ErrorIs(t, err, ErrResend)
+	require.Contains(t, err.Error(), "is the key of resend 1 of the event order-1-shipped, not an event key")
+	require.Contains(t, err.Error(), "start the event with its own key (order-1-shipped)")
+
+	// Parse still takes it: the run plans its resends with it.
+	_, err = Parse("order-1-shipped~resend-1")
+	require.NoError(t, err)
+}

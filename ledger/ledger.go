@@ -85,11 +85,19 @@ var (
 // ConflictError is the ErrConflict of Claim: it names the differing field.
 type ConflictError struct {
 	Key string
-	// Field is "provider", "recipient", "sender" or "text".
+	// Field is "provider", "recipient", "sender", "text" or "request
+	// bytes" (the same fields planned into other bytes, as when the
+	// request format changed between the claim and now).
 	Field string
+	// Stored and Given are the differing values where they may be shown:
+	// the fingerprints of the request bytes; empty for personal data.
+	Stored, Given string
 }
 
 func (e *ConflictError) Error() string {
+	if e.Stored != "" || e.Given != "" {
+		return fmt.Sprintf("%v: %s was claimed with other %s (stored %s, now %s)", ErrConflict, e.Key, e.Field, e.Stored, e.Given)
+	}
 	return fmt.Sprintf("%v: %s was claimed for another %s", ErrConflict, e.Key, e.Field)
 }
 
@@ -115,8 +123,10 @@ type Ledger interface {
 	// FirstAttempt returns when the first attempt under sendKey began;
 	// ok is false when there was none.
 	FirstAttempt(ctx context.Context, sendKey string) (at time.Time, ok bool, err error)
-	// Settle records the event's final outcome. Settling again overwrites.
-	Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) error
+	// Settle records the event's final outcome and returns the record as
+	// stored. The first settle wins: settling a settled event changes
+	// nothing, and the caller compares the returned outcome with its own.
+	Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (Event, error)
 	// Close releases the store.
 	Close() error
 }

@@ -44,17 +44,18 @@ func contract(t *testing.T, open func(t *testing.T) Ledger) {
 		l := open(t)
 		_, err := l.Claim(ctx, event)
 		require.NoError(t, err)
-		for field, mutate := range map[string]func(*Event){
-			"recipient": func(e *Event) { e.Recipient = "+31699999999" },
-			"text":      func(e *Event) { e.Text = "Order 58213 was cancelled." },
-			"provider":  func(e *Event) { e.Provider = "sendy" },
-			"sender":    func(e *Event) { e.Sender = "Other" },
+		for want, mutate := range map[string]func(*Event){
+			"another recipient": func(e *Event) { e.Recipient = "+31699999999" },
+			"another text":      func(e *Event) { e.Text = "Order 58213 was cancelled." },
+			"another provider":  func(e *Event) { e.Provider = "sendy" },
+			"another sender":    func(e *Event) { e.Sender = "Other" },
+			"other request bytes (stored sha256:abc, now sha256:abd)": func(e *Event) { e.Fingerprint = "abd" },
 		} {
 			other := event
 			mutate(&other)
 			c, err := l.Claim(ctx, other)
-			require.ErrorIs(t, err, ErrConflict, field)
-			require.ErrorContains(t, err, "another "+field)
+			require.ErrorIs(t, err, ErrConflict, want)
+			require.ErrorContains(t, err, want)
 			require.Equal(t, event.Recipient, c.Event.Recipient, "the stored record is returned for the error report")
 		}
 	})
@@ -125,8 +126,10 @@ func contract(t *testing.T, open func(t *testing.T) Ledger) {
 		l := open(t)
 		_, err := l.Claim(ctx, event)
 		require.NoError(t, err)
-		require.NoError(t, l.Settle(ctx, event.Key, "Delivered", "delivered", "m-1", t0.Add(time.Minute)))
-		e, err := l.Event(ctx, event.Key)
+		e, err := l.Settle(ctx, event.Key, "Delivered", "delivered", "m-1", t0.Add(time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, "Delivered", e.Outcome)
+		e, err = l.Event(ctx, event.Key)
 		require.NoError(t, err)
 		require.True(t, e.Settled())
 		require.Equal(t, "m-1", e.MessageID)
@@ -139,10 +142,53 @@ func contract(t *testing.T, open func(t *testing.T) Ledger) {
 		require.True(t, c.Event.Settled(), "a later claim learns the event is settled")
 		require.Equal(t, "run-1", c.Event.RunID, "a settled event stays with the run that settled it")
 
-		require.ErrorIs(t, l.Settle(ctx, "other", "Delivered", "", "", t0), ErrNotFound)
+		_, err = l.Settle(ctx, "other", "Delivered", "", "", t0)
+		require.ErrorIs(t, err, ErrNotFound)
+		newer := again
+		newer.Fingerprint = "planned-by-a-newer-build"
+		c, err = l.Claim(ctx, newer)
+		require.NoError(t, err, "a settled event sends nothing more: other bytes are no conflict")
+		require.True(t, c.Event.Settled())
 		_, err = l.Event(ctx, "other")
 		require.True(t, errors.Is(err, ErrNotFound))
 	})
+}
+
+// Two runs (or a retried activity racing a zombie) settle the same event:
+// the first outcome stays, and each caller learns what was stored.
+func firstSettleWins(t *testing.T, open func(t *testing.T) Ledger) {
+	ctx := context.Background()
+	l := open(t)
+	e := Event{Key: "order-1-shipped", Provider: "bird", Recipient: "+31612345678", Text: "t", Fingerprint: "f", RunID: "r", CreatedAt: time.Unix(0, 0).UTC()}
+	_, err := l.Claim(ctx, e)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	outcomes := []string{"Delivered", "Cancelled", "Failed", "Accepted"}
+	stored := make([]Event, len(outcomes))
+	for i, o := range outcomes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			stored[i], err = l.Settle(ctx, e.Key, o, "by "+o, "m-"+o, time.Unix(int64(i+1), 0))
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	winner := stored[0].Outcome
+	require.NotEmpty(t, winner)
+	for _, s := range stored {
+		require.Equal(t, winner, s.Outcome, "every caller sees the one stored outcome")
+		require.Equal(t, "m-"+winner, s.MessageID)
+	}
+	again, err := l.Settle(ctx, e.Key, "Failed", "late", "", time.Unix(99, 0))
+	require.NoError(t, err)
+	require.Equal(t, winner, again.Outcome, "a later settle changes nothing")
+}
+
+func TestSQLiteFirstSettleWins(t *testing.T) {
+	t.Parallel()
+	firstSettleWins(t, openSQLite)
 }
 
 func openSQLite(t *testing.T) Ledger {

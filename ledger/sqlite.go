@@ -159,8 +159,8 @@ func (s *SQLite) Claim(ctx context.Context, e Event) (Claim, error) {
 		return Claim{}, err
 	}
 	if n == 0 {
-		if stored.Provider != e.Provider || stored.Recipient != e.Recipient || stored.Sender != e.Sender || stored.Text != e.Text {
-			return Claim{Event: stored}, &ConflictError{Key: e.Key, Field: differs(stored, e)}
+		if err := compare(stored, e); err != nil {
+			return Claim{Event: stored}, err
 		}
 		if !stored.Settled() && stored.RunID != e.RunID {
 			if _, err := tx.ExecContext(ctx, `UPDATE events SET workflow_id = ?, run_id = ? WHERE key = ?`, e.WorkflowID, e.RunID, e.Key); err != nil {
@@ -175,17 +175,35 @@ func (s *SQLite) Claim(ctx context.Context, e Event) (Claim, error) {
 	return Claim{Event: stored, Created: n == 1}, nil
 }
 
-func differs(a, b Event) string {
+// compare reports how a claim differs from the stored event: a field of
+// the message, or else the planned request bytes. Same fields in other
+// bytes would make the provider refuse the key (Bird compares raw bytes),
+// so that is a conflict too, named as such.
+func compare(stored, e Event) error {
+	field := ""
 	switch {
-	case a.Provider != b.Provider:
-		return "provider"
-	case a.Recipient != b.Recipient:
-		return "recipient"
-	case a.Sender != b.Sender:
-		return "sender"
+	case stored.Provider != e.Provider:
+		field = "provider"
+	case stored.Recipient != e.Recipient:
+		field = "recipient"
+	case stored.Sender != e.Sender:
+		field = "sender"
+	case stored.Text != e.Text:
+		field = "text"
+	case stored.Fingerprint != e.Fingerprint && !stored.Settled():
+		// (A settled event sends nothing more, so its bytes do not matter.)
+		return &ConflictError{Key: e.Key, Field: "request bytes", Stored: short(stored.Fingerprint), Given: short(e.Fingerprint)}
 	default:
-		return "text"
+		return nil
 	}
+	return &ConflictError{Key: e.Key, Field: field}
+}
+
+func short(fingerprint string) string {
+	if len(fingerprint) > 12 {
+		return "sha256:" + fingerprint[:12]
+	}
+	return "sha256:" + fingerprint
 }
 
 type querier interface {
@@ -290,18 +308,15 @@ func (s *SQLite) FirstAttempt(ctx context.Context, sendKey string) (time.Time, b
 	return t, first != "", err
 }
 
-// Settle implements Ledger.
-func (s *SQLite) Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) error {
+// Settle implements Ledger. The condition on the empty outcome makes the
+// first settle win in the statement itself, not in a read before it.
+func (s *SQLite) Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (Event, error) {
 	if outcome == "" {
-		return errors.New("ledger: settle needs an outcome")
+		return Event{}, errors.New("ledger: settle needs an outcome")
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE events SET outcome = ?, outcome_reason = ?, message_id = ?, settled_at = ? WHERE key = ?`,
-		outcome, reason, messageID, fmtTime(at), key)
-	if err != nil {
-		return fmt.Errorf("ledger: settle %s: %w", key, err)
+	if _, err := s.db.ExecContext(ctx, `UPDATE events SET outcome = ?, outcome_reason = ?, message_id = ?, settled_at = ? WHERE key = ? AND outcome = ''`,
+		outcome, reason, messageID, fmtTime(at), key); err != nil {
+		return Event{}, fmt.Errorf("ledger: settle %s: %w", key, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("%w: %s", ErrNotFound, key)
-	}
-	return nil
+	return s.event(ctx, s.db, key)
 }

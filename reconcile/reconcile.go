@@ -41,6 +41,9 @@ type Found struct {
 	Searched bool
 	// How says what was consulted, for timelines and reports.
 	How string
+	// ByKey is true when the provider was searched by key (it can list its
+	// messages), not only by the ids we know.
+	ByKey bool
 }
 
 // Search runs the query against the ledger and the provider. A provider
@@ -99,7 +102,7 @@ func Search(ctx context.Context, led ledger.Ledger, c provider.Client, q Query) 
 				add(m)
 			}
 		}
-		out.Searched = true
+		out.Searched, out.ByKey = true, true
 		out.How += fmt.Sprintf("; searched %d %s message(s) from %s to %s by key", len(listed), c.Name(), from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 	} else if !out.Searched {
 		out.How += fmt.Sprintf("; %s has no list endpoint and no message id was recorded, so its records cannot be searched", c.Name())

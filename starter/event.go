@@ -120,6 +120,6 @@ func (e Event) key() (keys.Key, error) {
 	case byOTP:
 		return keys.OTP(e.OTPUser, e.OTPAttempt)
 	default:
-		return keys.Parse(e.Key)
+		return keys.ParseEvent(e.Key)
 	}
 }

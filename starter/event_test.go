@@ -44,6 +44,9 @@ func TestValidateRefusesWithTheFix(t *testing.T) {
 		{"no key at all", func(e *Event) { e.Kind, e.ID, e.Stage = "", "", "" }, "key", "give kind, id and stage"},
 		{"two keys", func(e *Event) { e.Key = "order-1-shipped" }, "key", "not several"},
 		{"tilde", func(e *Event) { e.ID = "58~213" }, "key", "reserved for resend keys"},
+		{"resend key as event key", func(e *Event) {
+			*e = Event{Key: "order-1-shipped~resend-1", To: e.To, Text: e.Text, Provider: "bird"}
+		}, "key", "start the event with its own key (order-1-shipped)"},
 		{"unknown provider", func(e *Event) { e.Provider = "twilio" }, "provider", `use "bird" or "sendy"`},
 		{"sender on bird", func(e *Event) { e.From = "MyShop" }, "from", "leave the sender empty"},
 	} {

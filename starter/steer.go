@@ -21,7 +21,7 @@ func newRequestID() string { return uuid.NewString() }
 
 // checkKey validates a key given to a steering call.
 func checkKey(key string) error {
-	if _, err := keys.Parse(key); err != nil {
+	if _, err := keys.ParseEvent(key); err != nil {
 		return invalid("key", err)
 	}
 	return nil
@@ -93,7 +93,11 @@ func (s *Starter) Signal(ctx context.Context, key string, d workflows.Decision) 
 	if err := d.Validate(); err != nil {
 		return invalid("decision", err)
 	}
-	err := s.c.SignalWorkflow(ctx, key, "", d.Action, map[string]string{"reason": d.Reason, "by": d.By})
+	payload := map[string]any{"reason": d.Reason, "by": d.By}
+	if d.Force {
+		payload["force"] = true
+	}
+	err := s.c.SignalWorkflow(ctx, key, "", d.Action, payload)
 	return notFound(key, err)
 }
 

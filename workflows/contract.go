@@ -23,7 +23,8 @@ const (
 	// WorkflowName is the registered name of SendSMS.
 	WorkflowName = "SendSMS"
 	// SignalResend and SignalCancel carry a person's decision for a run
-	// awaiting one. Payload: {"reason": "...", "by": "..."}.
+	// awaiting one. Payload: {"reason": "...", "by": "..."}; a resend may
+	// add "force": true to send even where no reconciliation succeeded.
 	SignalResend = "resend"
 	SignalCancel = "cancel"
 	// UpdateDecide is the same decision as an update, with a synchronous
@@ -100,6 +101,11 @@ type Decision struct {
 	Reason string `json:"reason"`
 	// By names who decided, for the audit trail.
 	By string `json:"by"`
+	// Force, on a resend, sends even when the provider's records could
+	// not be searched (the search failed, or the provider cannot be
+	// searched for this event): a blind resend, which may make a second
+	// SMS. The timeline and the Result record it as such.
+	Force bool `json:"force,omitempty"`
 }
 
 // Decision actions.
@@ -116,6 +122,9 @@ func (d Decision) Validate() error {
 	if strings.TrimSpace(d.By) == "" || strings.TrimSpace(d.Reason) == "" {
 		return errors.New(`a decision needs "by" (who decides) and "reason" (why), for the audit trail: {"reason": "customer confirmed no SMS arrived", "by": "alice"}`)
 	}
+	if d.Force && d.Action != ActionResend {
+		return fmt.Errorf(`"force" applies to a resend only, not to a %s`, d.Action)
+	}
 	return nil
 }
 
@@ -129,11 +138,12 @@ func ParseSignal(action string, raw json.RawMessage) (Decision, error) {
 	var body struct {
 		Reason string `json:"reason"`
 		By     string `json:"by"`
+		Force  bool   `json:"force"`
 	}
 	if err := json.Unmarshal(raw, &body); err != nil {
-		return d, fmt.Errorf(`the signal payload %s is not {"reason": "...", "by": "..."}`, truncate(string(raw), 80))
+		return d, fmt.Errorf(`the signal payload %s is not {"reason": "...", "by": "..."} (a resend may add "force": true)`, truncate(string(raw), 80))
 	}
-	d.Reason, d.By = body.Reason, body.By
+	d.Reason, d.By, d.Force = body.Reason, body.By, body.Force
 	return d, d.Validate()
 }
 
@@ -172,6 +182,14 @@ type Result struct {
 	// DuplicateSend is true when the provider holds several accepted
 	// messages for one key.
 	DuplicateSend bool `json:"duplicateSend,omitempty"`
+	// PossibleDuplicate is true when a second message may exist but the
+	// provider cannot be searched to tell: a new message (not a replay)
+	// after an attempt without a certain answer, at a provider without a
+	// list endpoint (Sendy), or a blind resend.
+	PossibleDuplicate bool `json:"possibleDuplicate,omitempty"`
+	// BlindResends are the resend keys sent by a forced decision without
+	// a reconciliation that succeeded.
+	BlindResends []string `json:"blindResends,omitempty"`
 }
 
 // Entry is one line of a run's timeline.

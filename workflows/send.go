@@ -63,11 +63,29 @@ type run struct {
 	primary string
 	pending *Decision
 	resends int
+
+	// v is the version of SendSMS this run follows (versions.go).
+	v workflow.Version
+	// recheckAt is when every attempt that ended without a certain answer
+	// can no longer take effect; zero when there is none. rechecked is
+	// true once the run looked for a second message after it.
+	recheckAt time.Time
+	rechecked bool
+	// reconcileFailed is true while the last search of the provider's
+	// records failed; unsearchable while the last one could not search
+	// them at all (no list endpoint, no message id). Either makes a
+	// resend past the window blind: it needs a forced decision.
+	reconcileFailed bool
+	unsearchable    bool
 }
+
+// fixed reports whether the run follows versionNoSilentDuplicates.
+func (r *run) fixed() bool { return r.v >= versionNoSilentDuplicates }
 
 // setup registers the handlers a run answers from its first moment.
 func (r *run) setup(ctx workflow.Context) {
 	r.ctx, _ = workflow.NewDisconnectedContext(ctx)
+	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, workflow.DefaultVersion, versionNoSilentDuplicates)
 	r.log = workflow.GetLogger(ctx)
 	r.st = Status{
 		Result:     Result{Key: r.in.Key, State: Sending, MessageIDs: []string{}, KeysUsed: []string{}},
@@ -109,7 +127,9 @@ func (r *run) receiveSignals(ctx workflow.Context) {
 			var d Decision
 			err := converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &body)
 			if err == nil {
-				d, err = ParseSignal(action, body)
+				// json.Unmarshal into a struct is deterministic; workflowcheck
+				// only sees reflect's panic path reading runtime frames.
+				d, err = ParseSignal(action, body) //workflowcheck:ignore
 			} else {
 				d.Action, err = action, fmt.Errorf("the payload is not JSON: %w", err)
 			}
@@ -138,6 +158,9 @@ func (r *run) check(d Decision) error {
 	if r.pending != nil {
 		return fmt.Errorf("refused: a %s decided by %s is already being applied", r.pending.Action, r.pending.By)
 	}
+	if r.fixed() && d.Action == ActionResend && !d.Force && r.unsearchable {
+		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.in.Provider)
+	}
 	return nil
 }
 
@@ -163,6 +186,9 @@ func (r *run) refuse(d Decision, via string, err error) {
 func (r *run) ackMessage(d Decision) string {
 	if d.Action == ActionCancel {
 		return "cancel accepted: the run ends as Cancelled and nothing more is sent"
+	}
+	if d.Force {
+		return "forced resend accepted: the run tries the provider's records once more and sends under the next resend key unless the message is found, even if the search fails (a blind resend)"
 	}
 	return "resend accepted: the run reconciles first if the replay window has closed, then sends under the next resend key unless the message is found"
 }
@@ -245,7 +271,62 @@ func (r *run) prepare() (ended bool) {
 	if !out.Created {
 		r.note("the event was claimed by an earlier run that did not settle it; continuing with its key")
 	}
+	if r.fixed() {
+		r.policy = r.policy.WithDefaults()
+		r.uncertainSince(out.LastUncertainAt)
+		return r.resume(out.SendKeys)
+	}
 	return false
+}
+
+// resume carries on from every key an earlier run of the event used:
+// resend keys join KeysUsed (so reconciliation searches them all and the
+// next resend takes a number never used), and the last key is the one
+// the run goes on with, its window counted from its own first attempt.
+func (r *run) resume(used []activities.SendKey) (ended bool) {
+	if len(used) == 0 {
+		return false
+	}
+	r.eventStart = used[0].FirstAttemptAt
+	for _, k := range used {
+		if k.Key == r.in.Key {
+			continue
+		}
+		if _, n, ok := keys.SplitResend(keys.Key(k.Key)); ok {
+			r.resends = max(r.resends, n)
+			r.st.ResendKeys = append(r.st.ResendKeys, k.Key)
+		}
+		r.st.KeysUsed = append(r.st.KeysUsed, k.Key)
+	}
+	last := used[len(used)-1]
+	if last.Key == r.in.Key {
+		return false
+	}
+	ctx := r.planOptions()
+	var req provider.Request
+	if err := workflow.ExecuteActivity(ctx, a.Plan, activities.PlanInput{
+		EventKey: r.in.Key, SendKey: last.Key, Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
+	}).Get(ctx, &req); err != nil {
+		r.st.State, r.st.Reason = Failed, "cannot plan the request of "+last.Key+" again: "+errorMessage(err)
+		r.note("%s", r.st.Reason)
+		return true
+	}
+	r.req, r.sendStart = req, last.FirstAttemptAt
+	r.st.CurrentKey = last.Key
+	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
+	return false
+}
+
+// uncertainSince notes an attempt that ended without a certain answer and
+// began at since: it may take effect until the late-effect horizon has
+// passed, so the run looks for a second message again then.
+func (r *run) uncertainSince(since time.Time) {
+	if since.IsZero() {
+		return
+	}
+	if at := since.Add(r.policy.LateEffectHorizon); at.After(r.recheckAt) {
+		r.recheckAt, r.rechecked = at, false
+	}
 }
 
 // planOptions are for Prepare and Plan: retried until the worker can do
@@ -262,7 +343,10 @@ func (r *run) planOptions() workflow.Context {
 }
 
 // send runs the send activity until the message is accepted, the request
-// is rejected, or the key's replay window (minus margin) runs out.
+// is rejected, or the key's replay window (minus margin) runs out. Since
+// versionNoSilentDuplicates the retries end early enough to leave one last
+// attempt with the same key and bytes as late as the window allows, so an
+// answer the provider stored meanwhile is always collected.
 func (r *run) send() (State, bool) {
 	now := workflow.Now(r.ctx)
 	if r.sendStart.IsZero() {
@@ -271,15 +355,40 @@ func (r *run) send() (State, bool) {
 	if r.eventStart.IsZero() {
 		r.eventStart = r.sendStart
 	}
-	remaining := r.sendStart.Add(r.policy.SendBudget()).Sub(now)
+	deadline := r.sendStart.Add(r.policy.SendBudget())
+	remaining := deadline.Sub(now)
 	if remaining <= 0 {
 		r.note("the replay window of %s has closed: reconciling before anything is sent", r.req.Key)
 		return Reconciling, false
 	}
 	r.note("sending with key %s (retries until %s)", r.req.Key, now.Add(remaining).Format(time.RFC3339))
+	if !r.fixed() {
+		return r.sent(r.sendAttempts(remaining, int32(remaining/r.policy.InitialBackoff)+1))
+	}
+	lastAt := deadline.Add(-activities.LastAttemptLead)
+	var out activities.SendOutput
+	var err error
+	if budget := lastAt.Sub(now); budget > r.policy.AttemptTimeout+activities.AttemptSlack {
+		out, err = r.sendAttempts(budget, int32(budget/r.policy.InitialBackoff)+1)
+		if err == nil || !windowRanOut(err) {
+			return r.sent(out, err)
+		}
+		r.lastSend = errorMessage(err)
+		r.note("retries of %s ended without an answer that settles it (last: %s); one last attempt with the same key and bytes at %s collects any answer the provider stored meanwhile",
+			r.req.Key, r.lastSend, lastAt.UTC().Format(time.RFC3339))
+	}
+	if wait := lastAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+		_ = workflow.Sleep(r.ctx, wait)
+	}
+	return r.sent(r.sendAttempts(deadline.Sub(workflow.Now(r.ctx))+r.policy.AttemptTimeout+activities.AttemptSlack, 1))
+}
+
+// sendAttempts runs the Send activity with the key's request under a
+// retry policy by outcome class, bounded by budget and maxAttempts.
+func (r *run) sendAttempts(budget time.Duration, maxAttempts int32) (activities.SendOutput, error) {
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    r.policy.AttemptTimeout + activities.AttemptSlack,
-		ScheduleToCloseTimeout: remaining,
+		ScheduleToCloseTimeout: budget,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    r.policy.InitialBackoff,
 			BackoffCoefficient: 2,
@@ -287,7 +396,7 @@ func (r *run) send() (State, bool) {
 			// The window (ScheduleToClose) ends the retries. This bound can
 			// never bind first; it is explicit because 0 means "unlimited"
 			// on a server but 10 in the SDK's test environment.
-			MaximumAttempts:        int32(remaining/r.policy.InitialBackoff) + 1,
+			MaximumAttempts:        maxAttempts,
 			NonRetryableErrorTypes: activities.NonRetryable,
 		},
 	})
@@ -295,6 +404,11 @@ func (r *run) send() (State, bool) {
 	err := workflow.ExecuteActivity(ctx, a.Send, activities.SendInput{
 		EventKey: r.in.Key, Request: r.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay,
 	}).Get(ctx, &out)
+	return out, err
+}
+
+// sent reads the send's end: accepted, rejected, or the outcome unknown.
+func (r *run) sent(out activities.SendOutput, err error) (State, bool) {
 	if err == nil {
 		res := out.Result
 		r.st.Attempts += int(out.Attempt)
@@ -309,7 +423,14 @@ func (r *run) send() (State, bool) {
 		r.st.DeliveryStatus = string(res.Status)
 		if out.Uncertain {
 			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.req.Key)
-			r.lookForDuplicates()
+			byKey := r.lookForDuplicates([]string{r.req.Key})
+			if r.fixed() {
+				r.uncertainSince(out.UncertainSince)
+				if !byKey && res.Outcome == provider.Accepted {
+					r.possibleDuplicate(fmt.Sprintf("%s answered attempt %d with a new message (not a replay) after an attempt of %s without a certain answer; had that attempt taken effect without %s storing its answer, the phone got two messages, and %s cannot be searched by key to tell",
+						r.in.Provider, out.Attempt, r.req.Key, r.in.Provider, r.in.Provider))
+				}
+			}
 		}
 		return Accepted, false
 	}
@@ -340,6 +461,13 @@ func (r *run) send() (State, bool) {
 	return Reconciling, false
 }
 
+// possibleDuplicate records that a second message may exist that no
+// search can confirm or rule out.
+func (r *run) possibleDuplicate(why string) {
+	r.st.PossibleDuplicate = true
+	r.note("possible duplicate: %s", why)
+}
+
 // windowRanOut reports whether the send's schedule-to-close budget ended
 // it: as a timeout, or because the next retry would have passed it (the
 // server then returns the last failure). A retryable outcome class can only
@@ -365,14 +493,34 @@ func windowRanOut(err error) bool {
 func (r *run) reconcile() (State, bool) {
 	out, err := r.lookup(r.st.KeysUsed)
 	if err != nil {
+		r.reconcileFailed = true
 		r.st.Reason = "the outcome is unknown: the provider's records could not be searched (" + errorMessage(err) + ")"
+		if r.fixed() {
+			r.st.Reason += fmt.Sprintf("; the run searches again every %s, and a resend waits for a search that succeeds unless forced", r.policy.ReconcileRetry)
+		}
 		r.note("%s", r.st.Reason)
 		return AwaitingDecision, false
 	}
 	r.note("reconciled: %s", out.How)
+	r.searched(out)
 	if r.adopt(out) {
 		return Accepted, false
 	}
+	r.explainNotFound(out)
+	return AwaitingDecision, false
+}
+
+// searched records what a search that succeeded says about searching.
+func (r *run) searched(out activities.ReconcileOutput) {
+	if !r.fixed() {
+		return
+	}
+	r.reconcileFailed, r.unsearchable = false, !out.Searched
+	r.uncertainSince(out.LastUncertainAt)
+}
+
+// explainNotFound sets the reason of a run that found no live message.
+func (r *run) explainNotFound(out activities.ReconcileOutput) {
 	switch {
 	case len(out.Messages) > 0:
 		r.st.Reason = fmt.Sprintf("the message failed (%s): a resend is a new message under a new key", r.st.DeliveryStatus)
@@ -385,7 +533,6 @@ func (r *run) reconcile() (State, bool) {
 		r.st.Reason += "; last answer: " + r.lastSend
 	}
 	r.note("%s", r.st.Reason)
-	return AwaitingDecision, false
 }
 
 // adopt records the messages found and reports whether one of them is
@@ -423,15 +570,31 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 	return alive
 }
 
-// lookForDuplicates searches the provider's records for the current key
-// after an uncertain attempt, where the provider can be searched.
-func (r *run) lookForDuplicates() {
-	out, err := r.lookup([]string{r.req.Key})
+// lookForDuplicates searches the provider's records for the given keys
+// after an uncertain attempt, where the provider can be searched. It
+// reports whether the search went by key (a list endpoint).
+func (r *run) lookForDuplicates(keys []string) (byKey bool) {
+	out, err := r.lookup(keys)
 	if err != nil {
 		r.note("could not search %s's records for a second message: %s", r.in.Provider, errorMessage(err))
-		return
+		return false
 	}
 	r.adopt(out)
+	return out.ByKey
+}
+
+// recheck looks for a second message under every key once the
+// uncertain attempts can no longer take effect.
+func (r *run) recheck(why string) {
+	r.rechecked = true
+	r.note("%s: an attempt without a certain answer could take effect until %s; looking for a second message under %s",
+		why, r.recheckAt.UTC().Format(time.RFC3339), strings.Join(r.st.KeysUsed, ", "))
+	r.lookForDuplicates(r.st.KeysUsed)
+}
+
+// recheckPending reports a late look that is still due.
+func (r *run) recheckPending() bool {
+	return r.fixed() && !r.recheckAt.IsZero() && !r.rechecked
 }
 
 func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
@@ -464,7 +627,14 @@ func (r *run) track() (State, bool) {
 			r.note("%s", r.st.Reason)
 			return Accepted, true
 		}
-		_ = workflow.Sleep(r.ctx, min(interval, left))
+		wait := min(interval, left)
+		if r.recheckPending() {
+			wait = max(min(wait, r.recheckAt.Sub(workflow.Now(r.ctx))), 0)
+		}
+		_ = workflow.Sleep(r.ctx, wait)
+		if r.recheckPending() && !workflow.Now(r.ctx).Before(r.recheckAt) {
+			r.recheck("while tracking delivery")
+		}
 		interval = min(2*interval, r.policy.StatusPollMax)
 		var m provider.Message
 		if err := workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.in.Provider, MessageID: id}).Get(ctx, &m); err != nil {
@@ -486,18 +656,36 @@ func (r *run) track() (State, bool) {
 	}
 }
 
-// await waits for a person's decision until the decision deadline.
+// await waits for a person's decision until the decision deadline. Since
+// versionNoSilentDuplicates a reconciliation that failed is tried again
+// meanwhile, and the run leaves AwaitingDecision as soon as it takes a
+// decision, before anything that yields, so a second one is refused.
 func (r *run) await() (State, bool) {
 	r.st.DecisionDeadline = workflow.Now(r.ctx).Add(r.policy.DecisionDeadline)
 	r.note("awaiting a decision until %s: signal %q or %q with {\"reason\": \"...\", \"by\": \"...\"}",
 		r.st.DecisionDeadline.Format(time.RFC3339), SignalResend, SignalCancel)
-	ok, _ := workflow.AwaitWithTimeout(r.ctx, r.policy.DecisionDeadline, func() bool { return r.pending != nil })
-	r.st.DecisionDeadline = time.Time{}
-	if !ok {
-		r.st.Reason = fmt.Sprintf("no decision within %s; was: %s", r.policy.DecisionDeadline, r.st.Reason)
-		r.note("no decision within %s", r.policy.DecisionDeadline)
-		return Failed, false
+	decided := func() bool { return r.pending != nil }
+	for {
+		left := r.st.DecisionDeadline.Sub(workflow.Now(r.ctx))
+		retry := r.fixed() && r.reconcileFailed && left > r.policy.ReconcileRetry
+		if retry {
+			left = r.policy.ReconcileRetry
+		}
+		if ok, _ := workflow.AwaitWithTimeout(r.ctx, left, decided); ok {
+			break
+		}
+		if !retry {
+			r.st.DecisionDeadline = time.Time{}
+			r.st.Reason = fmt.Sprintf("no decision within %s; was: %s", r.policy.DecisionDeadline, r.st.Reason)
+			r.note("no decision within %s", r.policy.DecisionDeadline)
+			return Failed, false
+		}
+		if found := r.retryReconcile(); found && r.pending == nil {
+			r.st.DecisionDeadline = time.Time{}
+			return Accepted, false
+		}
 	}
+	r.st.DecisionDeadline = time.Time{}
 	d := *r.pending
 	r.pending = nil
 	if d.Action == ActionCancel {
@@ -507,21 +695,65 @@ func (r *run) await() (State, bool) {
 	return r.resend(d)
 }
 
+// retryReconcile searches the provider's records again for a run that
+// awaits a decision because its last search failed. It reports whether a
+// live message of the event was found.
+func (r *run) retryReconcile() (found bool) {
+	out, err := r.lookup(r.st.KeysUsed)
+	if err != nil {
+		r.note("the search of %s's records failed again (%s); trying again in %s", r.in.Provider, errorMessage(err), r.policy.ReconcileRetry)
+		return false
+	}
+	r.note("reconciled on retry: %s", out.How)
+	r.searched(out)
+	if r.adopt(out) {
+		r.note("a message of the event is alive: following it")
+		return true
+	}
+	r.explainNotFound(out)
+	r.publish()
+	return false
+}
+
 // resend sends under the next resend key, after reconciling again when the
 // current key's replay window has closed: the message may have arrived.
+// Since versionNoSilentDuplicates nothing is sent past the window without
+// a search that succeeded, unless the decision forces it (a blind resend).
 func (r *run) resend(d Decision) (State, bool) {
+	blind := ""
 	if !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget())) {
 		r.setState(Reconciling)
 		out, err := r.lookup(r.st.KeysUsed)
-		if err == nil {
+		switch {
+		case err == nil:
 			r.note("reconciled before the resend: %s", out.How)
+			r.searched(out)
 			if r.adopt(out) {
 				r.note("resend not needed: a message of this event is alive; following it instead")
 				return Accepted, false
 			}
-		} else {
+			if r.fixed() && !out.Searched {
+				if !d.Force {
+					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.in.Provider)
+					r.note("%s", r.st.Reason)
+					return AwaitingDecision, false
+				}
+				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.in.Provider)
+			}
+		case !r.fixed():
 			r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
+		case d.Force:
+			r.reconcileFailed = true
+			blind = "the search of " + r.in.Provider + "'s records failed (" + errorMessage(err) + ")"
+		default:
+			r.reconcileFailed = true
+			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
+				d.By, errorMessage(err), r.policy.ReconcileRetry)
+			r.note("%s", r.st.Reason)
+			return AwaitingDecision, false
 		}
+	} else if r.fixed() {
+		r.setState(Sending)
 	}
 	key, err := keys.Resend(keys.Key(r.in.Key), r.resends+1)
 	if err != nil {
@@ -542,6 +774,10 @@ func (r *run) resend(d Decision) (State, bool) {
 	r.st.KeysUsed = append(r.st.KeysUsed, string(key))
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
 	r.st.DeliveryStatus = ""
+	if blind != "" {
+		r.st.BlindResends = append(r.st.BlindResends, string(key))
+		r.possibleDuplicate(fmt.Sprintf("blind resend under %s forced by %s (%s): %s", key, d.By, d.Reason, blind))
+	}
 	return Sending, false
 }
 
@@ -556,7 +792,10 @@ func (r *run) fail(reason string) (Result, error) {
 // Failed, each carrying the Result.
 func (r *run) finish() (Result, error) {
 	r.upsertSearch()
-	if r.claimed {
+	if r.claimed && r.fixed() {
+		r.lastLook()
+		r.settle()
+	} else if r.claimed {
 		ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 			StartToCloseTimeout:    30 * time.Second,
 			ScheduleToCloseTimeout: 24 * time.Hour,
@@ -578,6 +817,51 @@ func (r *run) finish() (Result, error) {
 		return res, temporal.NewNonRetryableApplicationError(res.Reason, FailureType, nil, res)
 	}
 	return res, nil
+}
+
+// lastLook waits, where an attempt ended without a certain answer, until
+// it can no longer take effect, and looks for a second message once more
+// before the run settles.
+func (r *run) lastLook() {
+	if r.recheckAt.IsZero() || len(r.st.KeysUsed) == 0 {
+		return
+	}
+	if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+		r.note("waiting until %s before settling: an attempt without a certain answer could still take effect", r.recheckAt.UTC().Format(time.RFC3339))
+		_ = workflow.Sleep(r.ctx, wait)
+	}
+	r.recheck("before settling")
+}
+
+// settle records the outcome in the ledger, retried until it is written;
+// a ledger that stays unwritable for a day fails the run visibly rather
+// than let it end as if the outcome were recorded. The first settle of an
+// event wins: a different outcome already stored is noted.
+func (r *run) settle() {
+	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 24 * time.Hour,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute,
+			MaximumAttempts: 24 * 12, // the day bounds it; explicit for the SDK's test environment
+		},
+	})
+	var out activities.SettleOutput
+	err := workflow.ExecuteActivity(ctx, a.Settle, activities.SettleInput{
+		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary,
+	}).Get(ctx, &out)
+	switch {
+	case err != nil:
+		was := r.st.State
+		r.st.State = Failed
+		r.st.Reason = fmt.Sprintf("the outcome %s (%s) could not be recorded in the ledger: %s. The ledger does not know the event settled: fix the ledger, then check the event with smsctl audit before starting it again",
+			was, r.st.Reason, errorMessage(err))
+		r.note("%s", r.st.Reason)
+		r.upsertSearch()
+	case out.Outcome != string(r.st.State):
+		r.note("the ledger already held the outcome %s for the event (settled %s: %s); the first settle stands there",
+			out.Outcome, out.SettledAt.UTC().Format(time.RFC3339), out.Reason)
+	}
 }
 
 func (r *run) setState(s State) {
@@ -619,20 +903,31 @@ func (r *run) note(format string, args ...any) {
 // publish sets the current details the Temporal UI shows: the state, the
 // facts, and the timeline.
 func (r *run) publish() {
+	// fmt.Sprintf, not Fprintf: workflowcheck cannot tell that the writer
+	// is a strings.Builder and flags Fprintf as a possible I/O call.
 	var b strings.Builder
-	fmt.Fprintf(&b, "**%s** — SMS `%s` to %s via %s\n\n", r.st.State, r.in.Key, r.st.To, r.in.Provider)
+	put := func(format string, args ...any) { b.WriteString(fmt.Sprintf(format, args...)) }
+	put("**%s** — SMS `%s` to %s via %s\n\n", r.st.State, r.in.Key, r.st.To, r.in.Provider)
 	if r.st.Reason != "" {
-		fmt.Fprintf(&b, "%s\n\n", r.st.Reason)
+		put("%s\n\n", r.st.Reason)
 	}
-	fmt.Fprintf(&b, "- messages: %s\n- attempts: %d, replays: %d\n- keys: %s\n",
+	put("- messages: %s\n- attempts: %d, replays: %d\n- keys: %s\n",
 		orNone(strings.Join(r.st.MessageIDs, ", ")), r.st.Attempts, r.st.Replays, strings.Join(r.st.KeysUsed, ", "))
+	if r.st.DuplicateSend {
+		put("- **duplicate send**: the provider holds more than one message for a key\n")
+	} else if r.st.PossibleDuplicate {
+		put("- **possible duplicate**: see the timeline\n")
+	}
+	if len(r.st.BlindResends) > 0 {
+		put("- blind resends (forced, without a search that succeeded): %s\n", strings.Join(r.st.BlindResends, ", "))
+	}
 	if r.st.State == AwaitingDecision {
-		fmt.Fprintf(&b, "- **decide**: signal `%s` or `%s` with `{\"reason\": \"...\", \"by\": \"...\"}` before %s\n",
+		put("- **decide**: signal `%s` or `%s` with `{\"reason\": \"...\", \"by\": \"...\"}` (a resend may add `\"force\": true`) before %s\n",
 			SignalResend, SignalCancel, r.st.DecisionDeadline.Format(time.RFC3339))
 	}
-	b.WriteString("\n**Timeline**\n\n")
+	put("\n**Timeline**\n\n")
 	for _, e := range r.st.Timeline {
-		fmt.Fprintf(&b, "- %s %s\n", e.At.UTC().Format("2006-01-02 15:04:05"), logging.MaskPhones(e.Text))
+		put("- %s %s\n", e.At.UTC().Format("2006-01-02 15:04:05"), logging.MaskPhones(e.Text))
 	}
 	workflow.SetCurrentDetails(r.ctx, b.String())
 }
@@ -649,6 +944,7 @@ func (r *run) snapshot() Status {
 	s.MessageIDs = append([]string(nil), s.MessageIDs...)
 	s.KeysUsed = append([]string(nil), s.KeysUsed...)
 	s.ResendKeys = append([]string(nil), s.ResendKeys...)
+	s.BlindResends = append([]string(nil), s.BlindResends...)
 	s.Timeline = append([]Entry(nil), s.Timeline...)
 	return s
 }

@@ -40,6 +40,8 @@ type harness struct {
 	sends   []activities.SendInput
 	sendAt  []time.Duration // since start, on the workflow clock
 	settled *activities.SettleInput
+	// settleErr, when set, is what every Settle returns.
+	settleErr error
 }
 
 func newHarness(t *testing.T) *harness {
@@ -51,11 +53,16 @@ func newHarness(t *testing.T) *harness {
 	env.RegisterActivity(&activities.Activities{})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: key})
 	h := &harness{t: t, env: env, start: env.Now(), policy: activities.DefaultPolicy()}
-	env.OnActivity(a.Settle, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) error {
+	env.OnActivity(a.Settle, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) (activities.SettleOutput, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		h.settled = &in
-		return nil
+		if h.settleErr != nil {
+			return activities.SettleOutput{}, h.settleErr
+		}
+		if h.settled == nil {
+			h.settled = &in // the first settle wins, as in the ledger
+		}
+		return activities.SettleOutput{Outcome: h.settled.Outcome, Reason: h.settled.Reason, MessageID: h.settled.MessageID}, nil
 	}).Maybe()
 	return h
 }

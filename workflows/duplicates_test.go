@@ -1,0 +1,361 @@
+package workflows
+
+// Tests for the paths by which faults could make a second SMS without the
+// run saying so (versionNoSilentDuplicates). Each fails on the workflow
+// as it was before that change.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/provider"
+)
+
+// lookups mocks Reconcile with a function of the call's time since the
+// run started, and records when each call came and which keys it asked.
+type lookups struct {
+	mu    sync.Mutex
+	at    []time.Duration
+	calls []activities.ReconcileInput
+}
+
+func (h *harness) reconcileWith(f func(since time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error)) *lookups {
+	l := &lookups{}
+	h.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		since := h.env.Now().Sub(h.start)
+		l.mu.Lock()
+		l.at = append(l.at, since)
+		l.calls = append(l.calls, in)
+		l.mu.Unlock()
+		return f(since, in)
+	})
+	return l
+}
+
+func (h *harness) planResends() {
+	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
+		return h.request(in.SendKey), nil
+	}).Maybe()
+}
+
+// Point 1: attempt 1 hangs at Bird, its lock expires, attempt 2 is
+// accepted; the hung attempt takes effect only later. The immediate search
+// finds one message; the run looks again once the hung attempt can no
+// longer take effect, before it settles, and reports the duplicate.
+func TestALateEffectOfAHungAttemptIsFoundBeforeSettling(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		if attempt == 1 {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: no answer (timed out)" })
+		}
+		out := accepted("m-2", attempt, provider.Accepted)
+		out.Uncertain, out.UncertainSince = true, h.start
+		return out, nil
+	})
+	lateEffect := 40 * time.Second // the hung attempt takes effect then
+	calls := h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		msgs := []provider.Message{{ID: "m-2", Reference: key, Status: provider.StatusDelivered}}
+		if since >= lateEffect {
+			msgs = append([]provider.Message{{ID: "m-1", Reference: key, Status: provider.StatusDelivered}}, msgs...)
+		}
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: msgs}, nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.True(t, res.DuplicateSend, "the second message is reported")
+	require.ElementsMatch(t, []string{"m-1", "m-2"}, res.MessageIDs)
+	require.Len(t, calls.at, 2, "one search at acceptance, one after the late-effect horizon")
+	require.Less(t, calls.at[0], lateEffect)
+	require.GreaterOrEqual(t, calls.at[1], h.policy.LateEffectHorizon, "the second search waits until the hung attempt can no longer take effect")
+	require.Equal(t, "Delivered", h.settled.Outcome)
+	s := h.query()
+	require.True(t, timelineHas(s, "waiting until"))
+	require.True(t, timelineHas(s, "before settling: an attempt without a certain answer could take effect until"))
+}
+
+// Point 1, tracking: delivery takes longer than the horizon, so the run
+// looks while tracking and once more before settling.
+func TestUncertainAcceptanceLooksWhileTrackingAndBeforeSettling(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		out := accepted("m-2", attempt, provider.Accepted)
+		out.Uncertain, out.UncertainSince = true, h.start.Add(-time.Hour) // an earlier run's hung attempt
+		return out, nil
+	})
+	calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-2", Reference: key, Status: provider.StatusSent}}}, nil
+	})
+	h.statuses(provider.StatusSent, provider.StatusSent, provider.StatusSent, provider.StatusSent, provider.StatusSent, provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.False(t, res.DuplicateSend)
+	require.Len(t, calls.at, 3, "at acceptance, once the horizon had passed (already, here) while tracking, and before settling")
+}
+
+// Point 1 at Sendy: no list endpoint, so a new message after an uncertain
+// attempt cannot be checked; the run says a duplicate is possible.
+func TestSendyNewMessageAfterAnUncertainAttemptIsAPossibleDuplicate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		if attempt == 1 {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "sendy: 500" })
+		}
+		out := accepted("s-2", attempt, provider.Accepted)
+		out.Uncertain, out.UncertainSince = true, h.start
+		return out, nil
+	})
+	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "s-2", Status: provider.StatusDelivered}}}, nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.True(t, res.PossibleDuplicate)
+	require.False(t, res.DuplicateSend)
+	require.True(t, timelineHas(h.query(), "cannot be searched by key to tell"))
+}
+
+// Point 2: a hung request completed at the provider and was stored, but
+// the backoff put the next retry past the window. One last attempt with
+// the same key and bytes, as late as the window allows, collects the
+// stored answer instead of leaving the outcome unknown.
+func TestOneLastAttemptCollectsTheStoredAnswerBeforeTheWindowCloses(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.policy.MaxBackoff = 2 * time.Hour // retries 1, 2, 4 … s apart: the last lands ~2h16m in
+	h.prepared()
+	stored := h.policy.SendBudget() - 10*time.Minute
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		if h.env.Now().Sub(h.start) < stored {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "sendy: no answer (timed out)" })
+		}
+		return accepted("s-1", attempt, provider.Replayed), nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, []string{"s-1"}, res.MessageIDs)
+	require.Equal(t, 1, res.Replays)
+	last := h.sendAt[len(h.sendAt)-1]
+	require.Less(t, last, h.policy.SendBudget(), "still inside the window")
+	require.Greater(t, last, h.policy.SendBudget()-time.Minute, "as late as the window allows")
+	for _, s := range h.sends {
+		require.Equal(t, h.sends[0].Request, s.Request, "the same key and bytes")
+	}
+	require.True(t, timelineHas(h.query(), "one last attempt with the same key and bytes"))
+}
+
+// downThenAwaiting is a run whose key's window closed with the outcome
+// unknown: the provider never answered.
+func downThenAwaiting(h *harness) {
+	h.prepared()
+	h.planResends()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: 502" })
+		}
+		return accepted("m-9", attempt, provider.Accepted), nil
+	})
+	h.statuses(provider.StatusDelivered)
+}
+
+var errSearch = errors.New("bird: list messages: answer 503: upstream down")
+
+// Point 3: the search fails; a plain resend does not send blind. The run
+// keeps awaiting with the reason shown and retries the search; a forced
+// resend sends, recorded as blind in the timeline and the Result.
+func TestNoResendPastTheWindowWithoutASearchUnlessForced(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	downThenAwaiting(h)
+	calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{}, errSearch
+	})
+	var waiting Status
+	h.signal(4*time.Hour, SignalResend, map[string]any{"reason": "customer called", "by": "alice"})
+	h.env.RegisterDelayedCallback(func() { waiting = h.query() }, 5*time.Hour)
+	h.signal(6*time.Hour, SignalResend, map[string]any{"reason": "customer called again", "by": "bob", "force": true})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+
+	require.Equal(t, AwaitingDecision, waiting.State, "a plain resend after a failed search waits")
+	require.Contains(t, waiting.Reason, "the resend decided by alice waits: the provider's records could not be searched")
+	require.Contains(t, waiting.Reason, `"force": true`)
+	require.Empty(t, waiting.ResendKeys, "nothing was sent blind")
+	require.Greater(t, len(calls.at), 3, "the failed search is retried while the run awaits")
+
+	require.Equal(t, []string{key + "~resend-1"}, res.BlindResends)
+	require.True(t, res.PossibleDuplicate)
+	require.True(t, timelineHas(h.query(), "blind resend under "+key+"~resend-1 forced by bob"))
+}
+
+// Point 3: the retried search succeeds and finds the message: the run
+// follows it without anyone deciding.
+func TestARetriedSearchFindsTheMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	downThenAwaiting(h)
+	h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		if since < 4*time.Hour {
+			return activities.ReconcileOutput{}, errSearch
+		}
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-1", Reference: key, Status: provider.StatusSent}}}, nil
+	})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, []string{"m-1"}, res.MessageIDs)
+	require.Empty(t, res.ResendKeys)
+	require.True(t, timelineHas(h.query(), "reconciled on retry"))
+}
+
+// Point 3 at Sendy without a message id: the search cannot look, so a
+// plain resend is refused at once (update) and only a forced one sends.
+func TestUnsearchableProviderNeedsAForcedResend(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	downThenAwaiting(h)
+	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{How: "sendy has no list endpoint"}, nil
+	})
+	var refused error
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdateDecide, "plain", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { refused = err }, OnAccept: func() { t.Error("a blind resend needs force") }, OnComplete: func(any, error) {},
+		}, Decision{Action: ActionResend, Reason: "customer called", By: "carol"})
+		h.env.UpdateWorkflow(UpdateDecide, "forced", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, Decision{Action: ActionResend, Reason: "customer confirmed nothing arrived", By: "carol", Force: true})
+	}, 4*time.Hour)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.ErrorContains(t, refused, `resend with "force": true`)
+	require.Equal(t, []string{key + "~resend-1"}, res.BlindResends)
+	require.Equal(t, Delivered, res.State)
+}
+
+// Point 4: a decision that arrives while a resend is being planned is
+// refused with a reason, never applied late or lost.
+func TestADecisionDuringTheResendIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
+			return accepted("m-1", attempt, provider.Accepted), nil
+		}
+		return accepted("m-2", attempt, provider.Accepted), nil
+	})
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+		if in.MessageID == "m-1" {
+			return provider.Message{ID: "m-1", Status: provider.StatusFailed}, nil
+		}
+		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
+	})
+	var plans int
+	var mu sync.Mutex
+	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).After(time.Minute).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
+		mu.Lock()
+		plans++
+		mu.Unlock()
+		return h.request(in.SendKey), nil
+	})
+	var during Status
+	var updateErr error
+	h.signal(time.Hour, SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"})
+	h.env.RegisterDelayedCallback(func() {
+		during = h.query()
+		h.env.SignalWorkflow(SignalCancel, map[string]string{"reason": "never mind", "by": "jack"})
+		h.env.UpdateWorkflow(UpdateDecide, "second", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { updateErr = err }, OnAccept: func() { t.Error("a second decision must be refused") }, OnComplete: func(any, error) {},
+		}, Decision{Action: ActionResend, Reason: "again", By: "kim"})
+	}, time.Hour+30*time.Second)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State, "the cancel was refused, not applied while the resend went out")
+	require.NotEqual(t, AwaitingDecision, during.State, "the run left AwaitingDecision before planning")
+	require.ErrorContains(t, updateErr, "not awaiting a decision")
+	require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys, "one resend, nobody decided a second")
+	require.Equal(t, 1, plans)
+	require.True(t, timelineHas(h.query(), "refused a cancel signal from jack"))
+}
+
+// Point 5: a run that resumes an event loads every key an earlier run
+// used, reconciles all of them, and numbers its next resend after them.
+func TestAResumedEventReconcilesEveryKeyAndNeverReusesAResendKey(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	long := h.start.Add(-10 * time.Hour)
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+		Request: h.request(key), Policy: h.policy, FirstAttemptAt: long,
+		SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: long}, {Key: key + "~resend-1", FirstAttemptAt: long.Add(time.Hour)}},
+	}, nil)
+	var planned []string
+	var mu sync.Mutex
+	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
+		mu.Lock()
+		planned = append(planned, in.SendKey)
+		mu.Unlock()
+		return h.request(in.SendKey), nil
+	})
+	calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{Searched: true, ByKey: true}, nil
+	})
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-3", attempt, provider.Accepted), nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.signal(time.Hour, SignalResend, map[string]string{"reason": "not found anywhere", "by": "lee"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, []string{key, key + "~resend-1"}, calls.calls[0].Keys, "the first reconciliation covers every key")
+	require.Equal(t, []string{key + "~resend-1", key + "~resend-2"}, planned, "the last key is planned again, then the next resend is number 2")
+	require.Equal(t, []string{key, key + "~resend-1", key + "~resend-2"}, res.KeysUsed)
+	require.Equal(t, key+"~resend-2", h.sends[0].Request.Key)
+}
+
+// Point 6: a settle that cannot be written fails the run visibly instead
+// of completing as if the outcome were recorded.
+func TestASettleThatCannotBeWrittenFailsTheRunVisibly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.settleErr = errors.New("ledger: settle order-58213-shipped: disk I/O error")
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.Error(t, err)
+	require.Equal(t, Failed, res.State)
+	require.Contains(t, res.Reason, "the outcome Delivered (delivered as message m-1) could not be recorded in the ledger: ledger: settle order-58213-shipped: disk I/O error")
+	require.Equal(t, []string{"m-1"}, res.MessageIDs, "what was sent is still reported")
+}

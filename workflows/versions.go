@@ -1,0 +1,20 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// Changes to SendSMS that runs in flight may meet, each behind
+// workflow.GetVersion: a run that started before a change keeps the
+// behaviour it started with, so its history replays unchanged
+// (workflows/testdata holds recorded histories of both).
+const (
+	// changeNoSilentDuplicates: follow uncertain attempts to their end
+	// (look again after the late-effect horizon and before settling, one
+	// last same-key attempt before the window closes), no resend past the
+	// window without a reconciliation that succeeded unless forced, leave
+	// AwaitingDecision before anything yields, resume every key an
+	// earlier run used, and a settle that must be written.
+	changeNoSilentDuplicates = "no-silent-duplicates"
+)
+
+// versionNoSilentDuplicates is the version that introduced the change.
+const versionNoSilentDuplicates workflow.Version = 1
