@@ -404,4 +404,9 @@ func TestPolicy(t *testing.T) {
 	bad := DefaultPolicy()
 	bad.MaxBackoff = time.Millisecond
 	require.ErrorContains(t, bad.Validate(), "below its initial interval")
+	blindSpot := DefaultPolicy()
+	blindSpot.LateEffectHorizon = 5 * time.Second
+	require.ErrorContains(t, blindSpot.Validate(), "late-effect horizon 5s is shorter than one attempt (15s)")
+	require.Equal(t, 5*time.Second, DefaultPolicy().LastAttemptLead())
+	require.Equal(t, time.Second, Policy{AttemptTimeout: time.Second}.WithDefaults().LastAttemptLead())
 }

@@ -92,8 +92,9 @@ func (p Policy) WithDefaults() Policy {
 
 // LastAttemptLead is how long before the end of the send budget the last
 // attempt of a key is scheduled: time for a worker to pick it up before
-// the Send activity's own window check would refuse it.
-const LastAttemptLead = AttemptSlack
+// the Send activity's own window check would refuse it. It is the attempt
+// timeout, at most AttemptSlack.
+func (p Policy) LastAttemptLead() time.Duration { return min(p.AttemptTimeout, AttemptSlack) }
 
 // SendBudget is how long after a key's first attempt its last attempt may
 // start: the replay window minus the margin.

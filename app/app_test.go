@@ -30,7 +30,7 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	require.NoError(t, fs.Parse([]string{
 		"--bird-url", "https://api.bird.com", "--bird-workspace", "ws", "--bird-channel", "ch",
 		"--bird-replay-window", "2h", "--window-margin", "5m", "--decision-deadline", "24h",
-		"--sim-fault", "error_5xx=0.1@bird",
+		"--sim-fault", "error_5xx=0.1@bird", "--late-effect-horizon", "90s", "--reconcile-retry", "20s", "--status-poll", "2s",
 	}))
 	cfg = cfg.WithDefaults()
 	require.NoError(t, cfg.Validate())
@@ -38,6 +38,9 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	require.Equal(t, 3*time.Hour, cfg.Policies[provider.Sendy].ReplayWindow, "a Bird setting leaves Sendy alone")
 	require.Equal(t, 5*time.Minute, cfg.Policies[provider.Sendy].WindowMargin)
 	require.Equal(t, 24*time.Hour, cfg.Policies[provider.Bird].DecisionDeadline)
+	require.Equal(t, 90*time.Second, cfg.Policies[provider.Sendy].LateEffectHorizon)
+	require.Equal(t, 20*time.Second, cfg.Policies[provider.Bird].ReconcileRetry)
+	require.Equal(t, 2*time.Second, cfg.Policies[provider.Bird].StatusPollInitial)
 	require.Len(t, cfg.SimFaults, 1)
 	require.Equal(t, "bird-secret", cfg.Bird.AccessKey.Reveal())
 	require.NotContains(t, strings.Join([]string{cfg.Bird.AccessKey.String(), cfg.Sendy.Token.String()}, " "), "secret")

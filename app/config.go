@@ -196,6 +196,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		func(p *activities.Policy, d time.Duration) { p.TrackingLimit = d }, provider.Names...)
 	durationFlag("decision-deadline", "how long a run awaits a resend or cancel decision", def.DecisionDeadline,
 		func(p *activities.Policy, d time.Duration) { p.DecisionDeadline = d }, provider.Names...)
+	durationFlag("late-effect-horizon", "how long an attempt without a certain answer may still take effect at the provider (lock lifetime plus attempt timeout, with margin); the run looks for a second message again after it", def.LateEffectHorizon,
+		func(p *activities.Policy, d time.Duration) { p.LateEffectHorizon = d }, provider.Names...)
+	durationFlag("reconcile-retry", "how often a run awaiting a decision retries a search of the provider's records that failed", def.ReconcileRetry,
+		func(p *activities.Policy, d time.Duration) { p.ReconcileRetry = d }, provider.Names...)
+	durationFlag("status-poll", "the first wait between delivery-status lookups (it doubles up to 10m)", def.StatusPollInitial,
+		func(p *activities.Policy, d time.Duration) { p.StatusPollInitial = d }, provider.Names...)
 	c.Simulator.RegisterFlags(fs, "sim-", &c.SimFaults)
 	c.Bird.AccessKey = logging.Secret(os.Getenv(EnvBirdAccessKey))
 	c.Sendy.Token = logging.Secret(os.Getenv(EnvSendyToken))

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
 
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
@@ -20,8 +22,11 @@ import (
 //
 //	SMSORCH_RECORD_HISTORY=1 go test ./integration -run TestRecordHistories
 //
-// Record again when a deliberate, versioned change to the workflow makes
-// the old histories obsolete; never to silence a determinism failure.
+// Histories recorded before a versioned change (the files without a
+// version prefix were recorded before versionNoSilentDuplicates, "v1-"
+// after it) are kept and never recorded again: they are the runs in
+// flight that every later build must still replay. Record new paths, and
+// never to silence a determinism failure.
 func TestRecordHistories(t *testing.T) {
 	if os.Getenv("SMSORCH_RECORD_HISTORY") == "" {
 		t.Skip("set SMSORCH_RECORD_HISTORY=1 to record workflow histories into workflows/testdata")
@@ -30,23 +35,87 @@ func TestRecordHistories(t *testing.T) {
 	dir := filepath.Join("..", "workflows", "testdata")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 
-	// A dropped answer, replayed by the provider, then delivered.
-	dropped := input(provider.Bird, newKey("shipped"))
-	fault(t, simulator.Fault{Kind: simulator.DropAfterCommit, Provider: "bird", Key: dropped.Key})
-	run, err := start(ctx, dropped)
-	require.NoError(t, err)
-	_, err = result(t, run)
-	require.NoError(t, err)
-	save(t, dir, "dropped-answer-replayed.json", dropped.Key)
-
 	// The provider down past the window, reconciliation, a refused signal,
 	// a resend decision, a new key, delivery.
-	down := downPastTheWindow(t, provider.Sendy)
+	down := downPastTheWindow(t, provider.Bird)
 	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", workflows.SignalResend, map[string]string{"reason": "no by"}))
 	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", workflows.SignalResend, map[string]string{"reason": "customer called", "by": "alice"}))
-	_, err = result(t, stack.Client.GetWorkflow(ctx, down.Key, ""))
+	_, err := result(t, stack.Client.GetWorkflow(ctx, down.Key, ""))
 	require.NoError(t, err)
-	save(t, dir, "down-reconcile-resend.json", down.Key)
+	save(t, dir, "v1-down-reconcile-resend.json", down.Key)
+
+	// The paths versionNoSilentDuplicates added or changed, each recorded
+	// under a name that says what it shows.
+	for _, rec := range []struct {
+		name string
+		run  func(t *testing.T) string // returns the key, after the run ended
+	}{
+		{"v1-dropped-answer-replayed.json", func(t *testing.T) string {
+			in := input(provider.Bird, newKey("shipped"))
+			fault(t, simulator.Fault{Kind: simulator.DropAfterCommit, Provider: "bird", Key: in.Key})
+			return finished(t, in)
+		}},
+		{"v1-hung-attempt-duplicate-found.json", func(t *testing.T) string {
+			in := input(provider.Bird, newKey("shipped"))
+			fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+			return finished(t, in)
+		}},
+		{"v1-last-attempt-collects-stored-answer.json", func(t *testing.T) string {
+			in := input(provider.Sendy, newKey("shipped"))
+			fault(t, simulator.Fault{Kind: simulator.Hang, Provider: "sendy", Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+			fault(t, simulator.Fault{Kind: simulator.RateLimit, Provider: "sendy", Key: in.Key, Delay: simulator.Duration(30 * time.Second)})
+			return finished(t, in)
+		}},
+		{"v1-failed-delivery-then-resend.json", func(t *testing.T) string {
+			in := input(provider.Bird, newKey("shipped"))
+			fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
+			_, err := start(ctx, in)
+			require.NoError(t, err)
+			awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"}))
+			return ended(t, in.Key)
+		}},
+		{"v1-blind-resend-forced.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Sendy)
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]string{"reason": "not forced", "by": "carol"}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]any{"reason": "customer confirmed", "by": "carol", "force": true}))
+			return ended(t, in.Key)
+		}},
+		{"v1-cancel-by-update.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Bird)
+			h, err := stack.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+				WorkflowID: in.Key, UpdateName: workflows.UpdateDecide, WaitForStage: client.WorkflowUpdateStageCompleted,
+				Args: []any{workflows.Decision{Action: workflows.ActionCancel, Reason: "order cancelled", By: "dave"}},
+			})
+			require.NoError(t, err)
+			require.NoError(t, h.Get(ctx, nil))
+			return ended(t, in.Key)
+		}},
+		{"v1-temporal-cancellation.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Bird)
+			require.NoError(t, stack.Client.CancelWorkflow(ctx, in.Key, ""))
+			return ended(t, in.Key)
+		}},
+	} {
+		t.Run(rec.name, func(t *testing.T) {
+			save(t, dir, rec.name, rec.run(t))
+		})
+	}
+}
+
+// finished starts the event and waits for its run to end.
+func finished(t *testing.T, in workflows.Input) string {
+	t.Helper()
+	_, err := start(context.Background(), in)
+	require.NoError(t, err)
+	return ended(t, in.Key)
+}
+
+// ended waits for the run of key to end, whatever way.
+func ended(t *testing.T, key string) string {
+	t.Helper()
+	_, _ = result(t, stack.Client.GetWorkflow(context.Background(), key, ""))
+	return key
 }
 
 func save(t *testing.T, dir, name, id string) {

@@ -225,15 +225,28 @@ func timelineText(s workflows.Status) string {
 	return b.String()
 }
 
+// Bird can be searched by key, so a resend after the window follows a
+// reconciliation that found nothing. Sendy cannot be searched without a
+// message id: a plain resend is refused (it would be blind), and a forced
+// one sends, recorded as a blind resend.
 func TestProviderDownThenResendSendsOnceUnderTheResendKey(t *testing.T) {
 	t.Parallel()
 	for _, p := range both {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
+			ctx := context.Background()
 			in := downPastTheWindow(t, p)
-			require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", workflows.SignalResend,
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend,
 				map[string]string{"reason": "customer got nothing", "by": "alice"}))
-			res, err := result(t, stack.Client.GetWorkflow(context.Background(), in.Key, ""))
+			if p == provider.Sendy {
+				require.Eventually(t, func() bool {
+					return strings.Contains(timelineText(status(t, in.Key)), `refused a resend signal from alice: refused: sendy's records cannot be searched`)
+				}, 10*time.Second, 100*time.Millisecond)
+				require.Equal(t, workflows.AwaitingDecision, status(t, in.Key).State)
+				require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend,
+					map[string]any{"reason": "customer confirmed nothing arrived", "by": "alice", "force": true}))
+			}
+			res, err := result(t, stack.Client.GetWorkflow(ctx, in.Key, ""))
 			require.NoError(t, err)
 			require.Equal(t, workflows.Delivered, res.State)
 			resendKey := in.Key + "~resend-1"
@@ -241,8 +254,52 @@ func TestProviderDownThenResendSendsOnceUnderTheResendKey(t *testing.T) {
 			require.Empty(t, messages(p, in.Key))
 			require.Len(t, messages(p, resendKey), 1, "exactly one new message, under the resend key")
 			require.Equal(t, []string{messages(p, resendKey)[0].ID}, res.MessageIDs)
+			if p == provider.Sendy {
+				require.Equal(t, []string{resendKey}, res.BlindResends)
+			} else {
+				require.Empty(t, res.BlindResends, "Bird's records were searched first")
+			}
 		})
 	}
+}
+
+// A hung attempt at Bird whose in-flight lock expired: the retry executes
+// (a second message) and the hung attempt takes effect later. The run
+// finds both when it looks again after the late-effect horizon.
+func TestAHungAttemptThatTakesEffectLateIsReported(t *testing.T) {
+	t.Parallel()
+	in := input(provider.Bird, newKey("shipped"))
+	fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+	run, err := start(context.Background(), in)
+	require.NoError(t, err)
+	res, err := result(t, run)
+	require.NoError(t, err)
+	msgs := messages(provider.Bird, in.Key)
+	require.Len(t, msgs, 2, "the lock expiry let the retry send while the hung attempt still ran")
+	require.True(t, res.DuplicateSend, "the run reports what the provider's non-guarantee made")
+	require.ElementsMatch(t, []string{msgs[0].ID, msgs[1].ID}, res.MessageIDs)
+}
+
+// A hang at Sendy stores its answer after the client gave up; a 429 with
+// a long Retry-After then puts the next retry past the window. One last
+// attempt with the same key before the window closes collects the stored
+// answer: one message, followed to delivery, instead of "unknown".
+func TestALastAttemptCollectsTheAnswerAHangStored(t *testing.T) {
+	t.Parallel()
+	in := input(provider.Sendy, newKey("shipped"))
+	fault(t, simulator.Fault{Kind: simulator.Hang, Provider: "sendy", Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+	fault(t, simulator.Fault{Kind: simulator.RateLimit, Provider: "sendy", Key: in.Key, Delay: simulator.Duration(30 * time.Second)})
+	run, err := start(context.Background(), in)
+	require.NoError(t, err)
+	res, err := result(t, run)
+	require.NoError(t, err)
+	require.Equal(t, workflows.Delivered, res.State)
+	msgs := messages(provider.Sendy, in.Key)
+	require.Len(t, msgs, 1)
+	require.Equal(t, []string{msgs[0].ID}, res.MessageIDs)
+	require.Equal(t, 1, res.Replays, "the stored answer was collected by replay")
+	require.Contains(t, timelineText(status(t, in.Key)), "one last attempt with the same key and bytes")
+	requireSameBytes(t, provider.Sendy, in.Key)
 }
 
 func TestProviderDownThenCancelSendsNothing(t *testing.T) {

@@ -196,6 +196,26 @@ func TestTheCLIMovesAnAwaitingRun(t *testing.T) {
 		require.Equal(t, cli.ExitFailure, code)
 		require.Contains(t, errOut, "refused: the run of "+in.Key+" has ended (Delivered, Completed)")
 	})
+	t.Run("a blind resend needs --force", func(t *testing.T) {
+		t.Parallel()
+		in := downPastTheWindow(t, provider.Sendy)
+		code, _, errOut := smsctl(t, "resend", in.Key, "--reason", "customer called", "--by", "gus")
+		require.Equal(t, cli.ExitFailure, code)
+		require.Contains(t, errOut, `sendy's records cannot be searched for this event`)
+		require.Contains(t, errOut, `resend with "force": true`)
+
+		code, out, errOut := smsctl(t, "resend", in.Key, "--reason", "customer confirmed nothing arrived", "--by", "gus", "--force")
+		require.Equal(t, cli.ExitOK, code, errOut)
+		require.Contains(t, out, "forced resend accepted")
+		code, out, _ = smsctl(t, "--json", "wait", in.Key)
+		require.Equal(t, cli.ExitOK, code)
+		var res workflows.Result
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		require.Equal(t, workflows.Delivered, res.State)
+		require.Equal(t, []string{in.Key + "~resend-1"}, res.BlindResends)
+		require.True(t, res.PossibleDuplicate)
+		require.Len(t, messages(provider.Sendy, in.Key+"~resend-1"), 1)
+	})
 	t.Run("cancel by plain signal", func(t *testing.T) {
 		t.Parallel()
 		in := downPastTheWindow(t, provider.Sendy)

@@ -190,7 +190,34 @@ type Result struct {
 	// BlindResends are the resend keys sent by a forced decision without
 	// a reconciliation that succeeded.
 	BlindResends []string `json:"blindResends,omitempty"`
+	// Resends say, for each resend, who decided it and what it was sent on.
+	Resends []Resend `json:"resends,omitempty"`
 }
+
+// Resend is one resend decision as it was carried out.
+type Resend struct {
+	Key    string `json:"key"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+	// Basis is what made the resend safe to send: BasisReconciled,
+	// BasisDeliveryFailed, or BasisBlind for a forced one.
+	Basis string `json:"basis"`
+}
+
+// Resend bases.
+const (
+	// BasisReconciled: past the window, a search of the provider's
+	// records that succeeded found no live message of the event.
+	BasisReconciled = "reconciled"
+	// BasisDeliveryFailed: inside the window, the event's message is
+	// known to have failed.
+	BasisDeliveryFailed = "delivery-failed"
+	// BasisBlind: forced, without a search that succeeded.
+	BasisBlind = "blind"
+	// BasisUnreconciled: sent after a search that failed, without force;
+	// only runs that started before versionNoSilentDuplicates did this.
+	BasisUnreconciled = "unreconciled"
+)
 
 // Entry is one line of a run's timeline.
 type Entry struct {

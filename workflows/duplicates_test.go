@@ -208,6 +208,7 @@ func TestNoResendPastTheWindowWithoutASearchUnlessForced(t *testing.T) {
 	require.Greater(t, len(calls.at), 3, "the failed search is retried while the run awaits")
 
 	require.Equal(t, []string{key + "~resend-1"}, res.BlindResends)
+	require.Equal(t, []Resend{{Key: key + "~resend-1", By: "bob", Reason: "customer called again", Basis: BasisBlind}}, res.Resends)
 	require.True(t, res.PossibleDuplicate)
 	require.True(t, timelineHas(h.query(), "blind resend under "+key+"~resend-1 forced by bob"))
 }
@@ -301,7 +302,7 @@ func TestADecisionDuringTheResendIsRefused(t *testing.T) {
 	require.Equal(t, Delivered, res.State, "the cancel was refused, not applied while the resend went out")
 	require.NotEqual(t, AwaitingDecision, during.State, "the run left AwaitingDecision before planning")
 	require.ErrorContains(t, updateErr, "not awaiting a decision")
-	require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys, "one resend, nobody decided a second")
+	require.Equal(t, []Resend{{Key: key + "~resend-1", By: "ivy", Reason: "the phone was off", Basis: BasisDeliveryFailed}}, res.Resends, "one resend, nobody decided a second")
 	require.Equal(t, 1, plans)
 	require.True(t, timelineHas(h.query(), "refused a cancel signal from jack"))
 }
@@ -358,4 +359,25 @@ func TestASettleThatCannotBeWrittenFailsTheRunVisibly(t *testing.T) {
 	require.Equal(t, Failed, res.State)
 	require.Contains(t, res.Reason, "the outcome Delivered (delivered as message m-1) could not be recorded in the ledger: ledger: settle order-58213-shipped: disk I/O error")
 	require.Equal(t, []string{"m-1"}, res.MessageIDs, "what was sent is still reported")
+}
+
+// The last attempt goes a little before the window closes, so a run can
+// await a decision with the outcome unknown while the clock is still
+// inside the window: a resend then is still reconciled first. Only a
+// message known to have failed lets a resend skip the search.
+func TestAResendJustBeforeTheWindowClosesIsStillReconciled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	downThenAwaiting(h)
+	calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		// The ledger holds the unknown attempts, the last one just now.
+		return activities.ReconcileOutput{Searched: true, ByKey: true, LastUncertainAt: h.start.Add(h.policy.SendBudget() - 10*time.Second)}, nil
+	})
+	h.signal(h.policy.SendBudget()-time.Second, SignalResend, map[string]string{"reason": "customer called", "by": "alice"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Less(t, calls.at[0], h.policy.SendBudget(), "the run awaited inside the window")
+	require.Len(t, calls.at, 3, "at the window's end, before the resend, and before settling")
+	require.Equal(t, BasisReconciled, res.Resends[0].Basis)
 }

@@ -77,6 +77,9 @@ type run struct {
 	// resend past the window blind: it needs a forced decision.
 	reconcileFailed bool
 	unsearchable    bool
+	// deliveryFailed is true when the message the run follows is known to
+	// have failed: inside its window, a resend then needs no search.
+	deliveryFailed bool
 }
 
 // fixed reports whether the run follows versionNoSilentDuplicates.
@@ -365,10 +368,10 @@ func (r *run) send() (State, bool) {
 	if !r.fixed() {
 		return r.sent(r.sendAttempts(remaining, int32(remaining/r.policy.InitialBackoff)+1))
 	}
-	lastAt := deadline.Add(-activities.LastAttemptLead)
+	lastAt := deadline.Add(-r.policy.LastAttemptLead())
 	var out activities.SendOutput
 	var err error
-	if budget := lastAt.Sub(now); budget > r.policy.AttemptTimeout+activities.AttemptSlack {
+	if budget := lastAt.Sub(now); budget > 0 {
 		out, err = r.sendAttempts(budget, int32(budget/r.policy.InitialBackoff)+1)
 		if err == nil || !windowRanOut(err) {
 			return r.sent(out, err)
@@ -650,6 +653,7 @@ func (r *run) track() (State, bool) {
 			r.st.Reason = fmt.Sprintf("delivered as message %s", id)
 			return Delivered, false
 		case m.Status.Failed():
+			r.deliveryFailed = true
 			r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, m.Status)
 			return AwaitingDecision, false
 		}
@@ -720,8 +724,16 @@ func (r *run) retryReconcile() (found bool) {
 // Since versionNoSilentDuplicates nothing is sent past the window without
 // a search that succeeded, unless the decision forces it (a blind resend).
 func (r *run) resend(d Decision) (State, bool) {
-	blind := ""
-	if !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget())) {
+	blind, basis := "", BasisDeliveryFailed
+	search := !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget()))
+	if r.fixed() {
+		// Only a message known to have failed lets a resend skip the
+		// search; an unknown outcome ends a little before the window does
+		// (the last attempt goes first), so the clock alone cannot tell.
+		search = search || !r.deliveryFailed
+	}
+	if search {
+		basis = BasisReconciled
 		r.setState(Reconciling)
 		out, err := r.lookup(r.st.KeysUsed)
 		switch {
@@ -741,6 +753,7 @@ func (r *run) resend(d Decision) (State, bool) {
 				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.in.Provider)
 			}
 		case !r.fixed():
+			basis = BasisUnreconciled
 			r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
 		case d.Force:
 			r.reconcileFailed = true
@@ -769,15 +782,17 @@ func (r *run) resend(d Decision) (State, bool) {
 		return Failed, false
 	}
 	r.resends++
-	r.req, r.sendStart, r.lastSend, r.primary = req, time.Time{}, "", ""
+	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
 	r.st.CurrentKey = string(key)
 	r.st.KeysUsed = append(r.st.KeysUsed, string(key))
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
 	r.st.DeliveryStatus = ""
 	if blind != "" {
+		basis = BasisBlind
 		r.st.BlindResends = append(r.st.BlindResends, string(key))
 		r.possibleDuplicate(fmt.Sprintf("blind resend under %s forced by %s (%s): %s", key, d.By, d.Reason, blind))
 	}
+	r.st.Resends = append(r.st.Resends, Resend{Key: string(key), By: d.By, Reason: d.Reason, Basis: basis})
 	return Sending, false
 }
 
@@ -945,6 +960,7 @@ func (r *run) snapshot() Status {
 	s.KeysUsed = append([]string(nil), s.KeysUsed...)
 	s.ResendKeys = append([]string(nil), s.ResendKeys...)
 	s.BlindResends = append([]string(nil), s.BlindResends...)
+	s.Resends = append([]Resend(nil), s.Resends...)
 	s.Timeline = append([]Entry(nil), s.Timeline...)
 	return s
 }

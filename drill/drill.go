@@ -1,0 +1,670 @@
+// Package drill runs the fault drill: the orchestrator as separate
+// processes (the provider simulator alone, so it outlives the worker, and
+// the dev worker on its own state directory with shortened windows),
+// driven with duplicate starts, faults of every kind, SIGKILLs of the
+// worker and a slice of events whose provider stays down past the window.
+// At the end it counts, per event, the messages the simulator created
+// under all the event's keys beside the run's result and the audit, and
+// reports every silent duplicate, lost event, message the run does not
+// know and resend without a reconciliation. cmd/smsdrill is its command.
+package drill
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/audit"
+	"github.com/acme/smsorch/keys"
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/provider/bird"
+	"github.com/acme/smsorch/provider/sendy"
+	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/starter"
+	"github.com/acme/smsorch/workflows"
+)
+
+// Config is one drill run. Zero fields take the defaults in WithDefaults.
+type Config struct {
+	// Events is the number of events, half per provider. Default 1000.
+	Events int
+	// Seed drives the fault rates, the down slice and the decisions.
+	Seed uint64
+	// Kills is how many times the worker is killed (SIGKILL) and
+	// restarted while events are being started. Default 3.
+	Kills int
+	// Window is the replay window of both providers, at the simulator and
+	// in the worker's policy. Default 40 s.
+	Window time.Duration
+	// FaultRate is the share of send requests that get each fault kind.
+	// Default 0.01 (about 9 % of requests get one of the nine kinds).
+	FaultRate float64
+	// DownShare is the share of events whose provider stays down (500 on
+	// every attempt under the event key) past the window. Default 0.05.
+	DownShare float64
+	// Hang is how long hung requests wait before they take effect, and
+	// LockLifetime Bird's in-flight lock: shorter than the hang, so a
+	// retry meanwhile sends too. Defaults 4 s and 3 s.
+	Hang, LockLifetime time.Duration
+	// Concurrency is how many events are started at once. Default 32.
+	Concurrency int
+	// Dir holds the worker's state and the processes' logs.
+	Dir  string
+	Bins Binaries
+	// Progress receives a line per phase.
+	Progress io.Writer
+}
+
+// WithDefaults fills the zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Events == 0 {
+		c.Events = 1000
+	}
+	if c.Kills == 0 {
+		c.Kills = 3
+	}
+	if c.Window == 0 {
+		c.Window = 40 * time.Second
+	}
+	if c.FaultRate == 0 {
+		c.FaultRate = 0.01
+	}
+	if c.DownShare == 0 {
+		c.DownShare = 0.05
+	}
+	if c.Hang == 0 {
+		c.Hang = 4 * time.Second
+	}
+	if c.LockLifetime == 0 {
+		c.LockLifetime = 3 * time.Second
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 32
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+// attemptTimeout is the worker's HTTP attempt timeout in the drill:
+// shorter than the hang, so hung requests outlive their client.
+const attemptTimeout = 2 * time.Second
+
+type drill struct {
+	cfg      Config
+	rng      *rand.Rand
+	simURL   string
+	frontend string
+	intake   string
+	worker   *proc
+	workerMu sync.Mutex
+	st       *starter.Starter
+	tc       client.Client
+	events   []*event
+	kills    int
+}
+
+type event struct {
+	e    starter.Event
+	key  string
+	down bool
+	mu   sync.Mutex
+	out  Outcome
+}
+
+func (d *drill) logf(format string, args ...any) {
+	_, _ = fmt.Fprintf(d.cfg.Progress, "[seed %d %s] %s\n", d.cfg.Seed, time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// Run runs one drill and returns its summary and every event's outcome.
+func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Dir == "" {
+		return Summary{}, nil, errors.New("drill: a working directory is needed (Config.Dir)")
+	}
+	d := &drill{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed))}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return Summary{}, nil, err
+	}
+	sim, err := d.startSimulator(ctx)
+	if err != nil {
+		return Summary{}, nil, err
+	}
+	defer sim.stop(5 * time.Second)
+	d.plan()
+	if err := d.installFaults(); err != nil {
+		return Summary{}, nil, err
+	}
+	if err := d.startWorker(ctx); err != nil {
+		return Summary{}, nil, err
+	}
+	defer func() {
+		if w := d.current(); w != nil {
+			w.stop(30 * time.Second)
+		}
+	}()
+	tc, err := client.DialContext(ctx, client.Options{HostPort: d.frontend, Logger: logging.SDK(zap.NewNop())})
+	if err != nil {
+		return Summary{}, nil, fmt.Errorf("drill: dial Temporal at %s: %w", d.frontend, err)
+	}
+	defer tc.Close()
+	d.tc, d.st = tc, starter.New(tc)
+
+	d.logf("starting %d events (3 posts each at once: 2 through the HTTP intake, 1 through the Go API), %d kills planned", len(d.events), cfg.Kills)
+	if err := d.startAll(ctx); err != nil {
+		return Summary{}, nil, err
+	}
+	d.logf("all events posted; waiting for every run to end or await a decision")
+	if err := d.decideAndDrain(ctx); err != nil {
+		return Summary{}, nil, err
+	}
+	d.logf("every run ended; collecting results and posting every event once more")
+	d.collectResults(ctx)
+	w := d.current()
+	w.stop(30 * time.Second)
+	d.workerMu.Lock()
+	d.worker = nil
+	d.workerMu.Unlock()
+	if err := d.countMessages(ctx); err != nil {
+		return Summary{}, nil, err
+	}
+	if err := d.auditAll(ctx); err != nil {
+		return Summary{}, nil, err
+	}
+	outs := make([]Outcome, len(d.events))
+	for i, e := range d.events {
+		outs[i] = e.out
+	}
+	s := Summarize(cfg.Seed, d.kills, outs)
+	for _, e := range d.events {
+		if e.out.Started+e.out.Existing == 0 {
+			s.StartsFailed++
+		}
+	}
+	return s, outs, nil
+}
+
+func (d *drill) startSimulator(ctx context.Context) (*proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	d.simURL = "http://" + addr
+	p, err := startProc("simulator", d.cfg.Bins.Simulator, []string{
+		"--addr", addr, "--seed", fmt.Sprint(d.cfg.Seed), "--log-format", "json",
+		"--bird-retention", d.cfg.Window.String(), "--sendy-retention", d.cfg.Window.String(),
+		"--lock-expiry", d.cfg.LockLifetime.String(), "--delivery-delay", "1s", "--sendy-rate-limit", "-1",
+	}, nil, filepath.Join(d.cfg.Dir, "simulator.log"))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, p, d.simURL+"/_sim/clock", 30*time.Second); err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// plan makes the events: half per provider, a seeded slice of them down.
+func (d *drill) plan() {
+	for i := 0; i < d.cfg.Events; i++ {
+		id := fmt.Sprintf("%d%06d", d.cfg.Seed%1000, i)
+		e := starter.Event{Kind: "order", ID: id, Stage: "shipped", Provider: string(provider.Bird), To: "+31612345678", Text: "Order " + id + " has shipped."}
+		if i%2 == 1 {
+			e.Provider, e.To = string(provider.Sendy), "+972502345678"
+		}
+		k, err := keys.Event(e.Kind, e.ID, e.Stage)
+		if err != nil {
+			panic(err) // the ids above are always valid
+		}
+		ev := &event{e: e, key: string(k), down: d.rng.Float64() < d.cfg.DownShare}
+		ev.out = Outcome{Key: ev.key, Provider: provider.Name(e.Provider), Down: ev.down}
+		d.events = append(d.events, ev)
+	}
+}
+
+// installFaults puts the down slice's rules first (the first rule that
+// fires applies), then every fault kind by rate on both providers.
+func (d *drill) installFaults() error {
+	var rules []simulator.Fault
+	for _, e := range d.events {
+		if e.down {
+			rules = append(rules, simulator.Fault{Kind: simulator.Error5xx, Provider: e.e.Provider, Key: e.key, Rate: 1})
+		}
+	}
+	hang := simulator.Duration(d.cfg.Hang)
+	for _, p := range []string{string(provider.Bird), string(provider.Sendy)} {
+		for _, k := range simulator.Kinds {
+			f := simulator.Fault{Kind: k, Provider: p, Rate: d.cfg.FaultRate}
+			switch k {
+			case simulator.Hang, simulator.LockExpiry:
+				f.Delay = hang
+			case simulator.RateLimit:
+				f.Delay = simulator.Duration(time.Second)
+			}
+			if f.Validate() != nil {
+				continue // a kind the other provider's contract has
+			}
+			rules = append(rules, f)
+		}
+	}
+	b, _ := json.Marshal(rules)
+	resp, err := http.Post(d.simURL+"/_sim/faults", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("drill: install faults: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("drill: install faults: %d %s", resp.StatusCode, body)
+	}
+	d.logf("installed %d fault rules (rate %.3f per kind; %d events down past the window)", len(rules), d.cfg.FaultRate, countDown(d.events))
+	return nil
+}
+
+func countDown(es []*event) int {
+	n := 0
+	for _, e := range es {
+		if e.down {
+			n++
+		}
+	}
+	return n
+}
+
+func (d *drill) workerArgs() []string {
+	w := d.cfg.Window
+	margin := w / 4
+	return []string{
+		"--dev", "--data-dir", filepath.Join(d.cfg.Dir, "state"), "--frontend", d.frontend, "--ui", "off",
+		"--simulator", "off", "--intake", d.intake, "--log-format", "json",
+		"--bird-url", d.simURL, "--bird-workspace", simulator.DevWorkspace, "--bird-channel", simulator.DevChannel,
+		"--sendy-url", d.simURL,
+		"--attempt-timeout", attemptTimeout.String(),
+		"--bird-replay-window", w.String(), "--sendy-replay-window", w.String(), "--window-margin", margin.String(),
+		// The longest a hung attempt can still take effect: the hang (which
+		// outlives Bird's lock) plus the attempt timeout, with margin.
+		"--late-effect-horizon", (d.cfg.Hang + attemptTimeout + 4*time.Second).String(),
+		"--reconcile-retry", "10s", "--status-poll", "1s", "--tracking-limit", "3m", "--decision-deadline", "30m",
+	}
+}
+
+func (d *drill) startWorker(ctx context.Context) error {
+	if d.frontend == "" {
+		var err error
+		if d.frontend, err = freeAddr(); err != nil {
+			return err
+		}
+		if d.intake, err = freeAddr(); err != nil {
+			return err
+		}
+	}
+	env := []string{"BIRD_ACCESS_KEY=" + simulator.DefaultBirdAccessKey, "SENDY_TOKEN=" + simulator.DefaultSendyToken}
+	p, err := startProc("worker", d.cfg.Bins.Worker, d.workerArgs(), env, filepath.Join(d.cfg.Dir, "worker.log"))
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, p, "http://"+d.intake+"/healthz", 3*time.Minute); err != nil {
+		p.kill()
+		return fmt.Errorf("drill: the worker did not come up (see %s): %w", filepath.Join(d.cfg.Dir, "worker.log"), err)
+	}
+	d.workerMu.Lock()
+	d.worker = p
+	d.workerMu.Unlock()
+	return nil
+}
+
+func (d *drill) current() *proc {
+	d.workerMu.Lock()
+	defer d.workerMu.Unlock()
+	return d.worker
+}
+
+// killAndRestart SIGKILLs the worker (Temporal, intake and all) and
+// starts it again on the same state directory.
+func (d *drill) killAndRestart(ctx context.Context) error {
+	w := d.current()
+	w.kill()
+	d.kills++
+	d.logf("kill %d: SIGKILL of the worker (pid %d); restarting it on the same state", d.kills, w.cmd.Process.Pid)
+	return d.startWorker(ctx)
+}
+
+// startAll posts every event three times at once, Concurrency events at
+// a time, and kills the worker as the posts pass evenly spaced marks.
+func (d *drill) startAll(ctx context.Context) error {
+	var posted atomic.Int64
+	marks := make(chan struct{}, d.cfg.Kills)
+	killErr := make(chan error, 1)
+	go func() {
+		var err error
+		for range marks {
+			if err == nil {
+				err = d.killAndRestart(ctx)
+			}
+		}
+		killErr <- err
+	}()
+	next := 1
+	var markMu sync.Mutex
+	sem := make(chan struct{}, d.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for _, e := range d.events {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d.postThrice(ctx, e)
+			n := posted.Add(1)
+			markMu.Lock()
+			if next <= d.cfg.Kills && n >= int64(next*len(d.events)/(d.cfg.Kills+1)) {
+				next++
+				marks <- struct{}{}
+			}
+			markMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(marks)
+	return <-killErr
+}
+
+// postThrice posts the event through the intake twice and the Go API
+// once, all at once, each retried as a well-behaved client would until
+// it is answered (the worker may be down: that is the drill).
+func (d *drill) postThrice(ctx context.Context, e *event) {
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var started bool
+			var err error
+			if i == 2 {
+				started, err = d.retry(ctx, func(ctx context.Context) (bool, error) { return d.sendGo(ctx, e) })
+			} else {
+				started, err = d.retry(ctx, func(ctx context.Context) (bool, error) { return d.postIntake(ctx, e) })
+			}
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			switch {
+			case err != nil:
+				d.logf("event %s: a start was never answered: %v", e.key, err)
+			case started:
+				e.out.Started++
+			default:
+				e.out.Existing++
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// errRetry marks an answer that says "try again".
+var errRetry = errors.New("retry")
+
+func (d *drill) retry(ctx context.Context, f func(context.Context) (bool, error)) (bool, error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	wait := 200 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		started, err := f(cctx)
+		cancel()
+		if err == nil || !errors.Is(err, errRetry) || time.Now().After(deadline) {
+			return started, err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 3*time.Second)
+	}
+}
+
+func (d *drill) postIntake(ctx context.Context, e *event) (bool, error) {
+	b, _ := json.Marshal(e.e)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+d.intake+"/v1/events", bytes.NewReader(b))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", errRetry, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	switch resp.StatusCode {
+	case http.StatusAccepted:
+		return true, nil
+	case http.StatusOK:
+		return false, nil
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return false, fmt.Errorf("%w: %d", errRetry, resp.StatusCode)
+	}
+	return false, fmt.Errorf("intake answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+}
+
+func (d *drill) sendGo(ctx context.Context, e *event) (bool, error) {
+	res, err := d.st.Send(ctx, e.e)
+	if err != nil {
+		if errors.Is(err, starter.ErrInvalid) || errors.Is(err, starter.ErrConflict) {
+			return false, err
+		}
+		return false, fmt.Errorf("%w: %v", errRetry, err)
+	}
+	return res.Started, nil
+}
+
+// runState is what visibility says of one run.
+type runState struct {
+	state  workflows.State
+	closed bool
+}
+
+func (d *drill) states(ctx context.Context) (map[string]runState, error) {
+	runs, err := d.st.List(ctx, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]runState{}
+	for _, r := range runs {
+		if _, seen := out[r.Key]; seen {
+			continue // newest first
+		}
+		out[r.Key] = runState{state: r.State, closed: r.Status != "Running"}
+	}
+	return out, nil
+}
+
+// settle waits until every run has ended or awaits a decision, and
+// returns the keys awaiting one.
+func (d *drill) settle(ctx context.Context, within time.Duration) ([]string, error) {
+	deadline := time.Now().Add(within)
+	for {
+		st, err := d.states(ctx)
+		if err == nil {
+			var awaiting []string
+			busy := 0
+			for _, e := range d.events {
+				s, ok := st[e.key]
+				switch {
+				case ok && s.closed:
+				case ok && s.state == workflows.AwaitingDecision:
+					awaiting = append(awaiting, e.key)
+				default:
+					busy++
+				}
+			}
+			if busy == 0 {
+				sort.Strings(awaiting)
+				return awaiting, nil
+			}
+			if time.Now().After(deadline) {
+				return awaiting, fmt.Errorf("drill: %d runs still busy after %s", busy, within)
+			}
+		} else if time.Now().After(deadline) {
+			return nil, fmt.Errorf("drill: list the runs: %w", err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// decideAndDrain decides for every run awaiting a decision: resend
+// first; where only a forced (blind) resend would send, force half of
+// them and cancel the rest; cancel what still waits after that.
+func (d *drill) decideAndDrain(ctx context.Context) error {
+	for round := 1; ; round++ {
+		awaiting, err := d.settle(ctx, 10*time.Minute)
+		if err != nil {
+			return err
+		}
+		if len(awaiting) == 0 {
+			return nil
+		}
+		if round > 4 {
+			return fmt.Errorf("drill: %d runs still await a decision after %d rounds: %s", len(awaiting), round-1, strings.Join(first(awaiting, 10), ", "))
+		}
+		d.logf("round %d: %d runs await a decision", round, len(awaiting))
+		for _, k := range awaiting {
+			e := d.byKey(k)
+			action, force := workflows.ActionResend, false
+			if round >= 3 {
+				action = workflows.ActionCancel // what still waits is cancelled
+			}
+			dec := workflows.Decision{Action: action, Reason: fmt.Sprintf("fault drill, round %d", round), By: "smsdrill"}
+			_, err := d.st.Decide(ctx, k, dec)
+			if err != nil && action == workflows.ActionResend && strings.Contains(err.Error(), `"force": true`) {
+				force = d.rng.IntN(2) == 0
+				if force {
+					dec.Force = true
+				} else {
+					dec.Action = workflows.ActionCancel
+				}
+				_, err = d.st.Decide(ctx, k, dec)
+			}
+			if err != nil {
+				d.logf("decision for %s not applied (tried again next round): %v", k, err)
+				continue
+			}
+			if force {
+				e.mu.Lock()
+				e.out.Forced = true
+				e.mu.Unlock()
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+func (d *drill) byKey(k string) *event {
+	for _, e := range d.events {
+		if e.key == k {
+			return e
+		}
+	}
+	panic("drill: unknown key " + k)
+}
+
+// collectResults reads each run's Result and posts the event once more:
+// its run has ended, so the start must answer "existing".
+func (d *drill) collectResults(ctx context.Context) {
+	sem := make(chan struct{}, d.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for _, e := range d.events {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			res, err := d.st.Wait(wctx, e.key)
+			cancel()
+			_, isResult := workflows.ResultFromError(err)
+			started, perr := d.retry(ctx, func(ctx context.Context) (bool, error) { return d.postIntake(ctx, e) })
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.out.Ended = err == nil || isResult
+			e.out.Result = res
+			switch {
+			case perr != nil:
+				e.out.AfterSettled = "error: " + perr.Error()
+			case started:
+				e.out.AfterSettled = "started"
+			default:
+				e.out.AfterSettled = "existing"
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// countMessages reads every message the simulator created and gives each
+// event those under its key and its resend keys.
+func (d *drill) countMessages(ctx context.Context) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.simURL+"/_sim/messages", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("drill: read the simulator's messages: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var body struct {
+		Messages []simulator.Message `json:"messages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return fmt.Errorf("drill: read the simulator's messages: %w", err)
+	}
+	byEvent := map[string][]simulator.Message{}
+	for _, m := range body.Messages {
+		base, _, _ := strings.Cut(m.Key, "~")
+		byEvent[base] = append(byEvent[base], m)
+	}
+	for _, e := range d.events {
+		e.out.Messages = byEvent[e.key]
+	}
+	return nil
+}
+
+// auditAll runs the audit (ledger beside the provider's records) for
+// every event, as smsctl audit does.
+func (d *drill) auditAll(ctx context.Context) error {
+	led, err := ledger.OpenSQLite(ctx, filepath.Join(d.cfg.Dir, "state", "ledger.db"))
+	if err != nil {
+		return fmt.Errorf("drill: open the ledger: %w", err)
+	}
+	defer func() { _ = led.Close() }()
+	bc, err := bird.New(bird.Config{BaseURL: d.simURL, AccessKey: logging.Secret(simulator.DefaultBirdAccessKey), WorkspaceID: simulator.DevWorkspace, ChannelID: simulator.DevChannel, Timeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	sc, err := sendy.New(sendy.Config{BaseURL: d.simURL, Token: logging.Secret(simulator.DefaultSendyToken), Timeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	// The simulator's faults apply to sends only, and the audit only reads.
+	clients := map[provider.Name]provider.Client{provider.Bird: bc, provider.Sendy: sc}
+	for _, e := range d.events {
+		r, err := audit.Build(ctx, led, clients[e.out.Provider], e.key, time.Now())
+		if err != nil {
+			e.out.Audit = "audit failed: " + err.Error()
+			continue
+		}
+		e.out.Audit = r.Verdict()
+		e.out.AuditDuplicate = len(r.Duplicates) > 0
+	}
+	return nil
+}

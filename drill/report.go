@@ -1,0 +1,207 @@
+package drill
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/workflows"
+)
+
+// Outcome is what the drill learned about one event, from every side:
+// what the starts answered, what the run says, what the audit proves,
+// and the messages the simulator created under all the event's keys.
+type Outcome struct {
+	Key      string        `json:"key"`
+	Provider provider.Name `json:"provider"`
+	// Down is true for the events whose provider stayed down past the window.
+	Down bool `json:"down,omitempty"`
+	// Started and Existing count the starts answered "started a run" and
+	// "the run already exists"; AfterSettled is what the start made after
+	// the run had ended ("existing" is right).
+	Started, Existing int
+	AfterSettled      string `json:"afterSettled"`
+	// Ended is false when the run never reached a final state.
+	Ended          bool                `json:"ended"`
+	Result         workflows.Result    `json:"result"`
+	Forced         bool                `json:"forced,omitempty"`
+	Audit          string              `json:"audit,omitempty"`
+	AuditDuplicate bool                `json:"auditDuplicate,omitempty"`
+	Messages       []simulator.Message `json:"messages"`
+}
+
+// live reports the messages that reached, or may still reach, a phone.
+func (o Outcome) live() []simulator.Message {
+	var out []simulator.Message
+	for _, m := range o.Messages {
+		if m.Status != "failed" && m.Status != "undelivered" { // both providers' raw names
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// reported is true when the run or the audit says a second message
+// exists or may exist.
+func (o Outcome) reported() bool {
+	return o.Result.DuplicateSend || o.Result.PossibleDuplicate || o.AuditDuplicate
+}
+
+// unknownToRun lists the messages of the event the run's result does not
+// name.
+func (o Outcome) unknownToRun() []string {
+	known := map[string]bool{}
+	for _, id := range o.Result.MessageIDs {
+		known[id] = true
+	}
+	var out []string
+	for _, m := range o.Messages {
+		if !known[m.ID] {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+// Summary is the drill's table: the counts, and every violation by key.
+type Summary struct {
+	Seed   uint64 `json:"seed"`
+	Events int    `json:"events"`
+	Kills  int    `json:"kills"`
+	// Starts answered, over every post of every event.
+	StartsStarted  int `json:"startsStarted"`
+	StartsExisting int `json:"startsExisting"`
+	// StartsFailed are posts that never got an answer (every retry failed).
+	StartsFailed int            `json:"startsFailed"`
+	States       map[string]int `json:"states"`
+	Messages     int            `json:"providerMessages"`
+	LiveMessages int            `json:"liveMessages"`
+	// DuplicatesReported are events with more than one live message that
+	// the run or the audit reports.
+	DuplicatesReported int `json:"duplicatesReported"`
+	// PossibleReported are runs that report a possible duplicate (whether
+	// or not a second message exists).
+	PossibleReported int `json:"possibleDuplicatesReported"`
+	BlindResends     int `json:"blindResends"`
+	// BlindDuplicates are duplicates that a blind resend made.
+	BlindDuplicates int `json:"blindResendDuplicates"`
+	Resends         int `json:"resends"`
+
+	// The violations: each must be zero.
+	SilentDuplicates    []string `json:"silentDuplicates"`
+	LostEvents          []string `json:"lostEvents"`
+	UnknownMessages     []string `json:"messagesTheRunDoesNotKnow"`
+	UnreconciledResends []string `json:"resendsWithoutReconciliation"`
+	SecondStarts        []string `json:"eventsStartedTwice"`
+	StartedAfterSettled []string `json:"startedAfterSettled"`
+}
+
+// Summarize counts the outcomes and finds the violations.
+func Summarize(seed uint64, kills int, outs []Outcome) Summary {
+	s := Summary{Seed: seed, Events: len(outs), Kills: kills, States: map[string]int{}}
+	for _, o := range outs {
+		s.StartsStarted += o.Started
+		s.StartsExisting += o.Existing
+		s.Messages += len(o.Messages)
+		live := o.live()
+		s.LiveMessages += len(live)
+		if !o.Ended {
+			s.States["(not ended)"]++
+			s.LostEvents = append(s.LostEvents, o.Key)
+			continue
+		}
+		s.States[string(o.Result.State)]++
+		if o.Started > 1 {
+			s.SecondStarts = append(s.SecondStarts, o.Key)
+		}
+		if o.AfterSettled == "started" {
+			s.StartedAfterSettled = append(s.StartedAfterSettled, o.Key)
+		}
+		if o.Result.PossibleDuplicate {
+			s.PossibleReported++
+		}
+		s.BlindResends += len(o.Result.BlindResends)
+		s.Resends += len(o.Result.Resends)
+		for _, r := range o.Result.Resends {
+			if r.Basis != workflows.BasisReconciled && r.Basis != workflows.BasisDeliveryFailed && r.Basis != workflows.BasisBlind {
+				s.UnreconciledResends = append(s.UnreconciledResends, r.Key)
+			}
+		}
+		if len(live) > 1 {
+			switch {
+			case !o.reported():
+				s.SilentDuplicates = append(s.SilentDuplicates, o.Key)
+			default:
+				s.DuplicatesReported++
+				if len(o.Result.BlindResends) > 0 {
+					s.BlindDuplicates++
+				}
+			}
+		}
+		// Where the provider can be searched by key (Bird), every message
+		// of the event must be known to its run.
+		if o.Provider == provider.Bird {
+			for _, id := range o.unknownToRun() {
+				s.UnknownMessages = append(s.UnknownMessages, o.Key+":"+id)
+			}
+		}
+	}
+	return s
+}
+
+// Violations lists what broke a promise, one line each; empty is a pass.
+func (s Summary) Violations() []string {
+	var out []string
+	add := func(what string, keys []string) {
+		if len(keys) > 0 {
+			out = append(out, fmt.Sprintf("%s: %d (%s)", what, len(keys), strings.Join(first(keys, 10), ", ")))
+		}
+	}
+	add("silent duplicates", s.SilentDuplicates)
+	add("lost events", s.LostEvents)
+	add("messages the run does not know", s.UnknownMessages)
+	add("resends without a reconciliation before them", s.UnreconciledResends)
+	add("events that started more than one run", s.SecondStarts)
+	add("starts after the run had settled that started a new run", s.StartedAfterSettled)
+	return out
+}
+
+func first(keys []string, n int) []string {
+	if len(keys) > n {
+		return append(append([]string(nil), keys[:n]...), "…")
+	}
+	return keys
+}
+
+// Print writes the summary as a table.
+func (s Summary) Print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row("seed", s.Seed)
+	row("events", s.Events)
+	row("kills (SIGKILL of the dev process)", s.Kills)
+	row("starts answered started / existing / never", fmt.Sprintf("%d / %d / %d", s.StartsStarted, s.StartsExisting, s.StartsFailed))
+	states := make([]string, 0, len(s.States))
+	for k := range s.States {
+		states = append(states, k)
+	}
+	sort.Strings(states)
+	for _, k := range states {
+		row("  runs "+k, s.States[k])
+	}
+	row("provider messages (live)", fmt.Sprintf("%d (%d)", s.Messages, s.LiveMessages))
+	row("duplicates reported by the run or the audit", s.DuplicatesReported)
+	row("runs reporting a possible duplicate", s.PossibleReported)
+	row("resends / blind (forced) / duplicates they caused", fmt.Sprintf("%d / %d / %d", s.Resends, s.BlindResends, s.BlindDuplicates))
+	row("SILENT DUPLICATES", len(s.SilentDuplicates))
+	row("LOST EVENTS", len(s.LostEvents))
+	row("MESSAGES THE RUN DOES NOT KNOW (bird)", len(s.UnknownMessages))
+	row("RESENDS WITHOUT RECONCILIATION", len(s.UnreconciledResends))
+	row("EVENTS STARTED TWICE", len(s.SecondStarts))
+	row("NEW RUNS AFTER SETTLED", len(s.StartedAfterSettled))
+	_ = tw.Flush()
+}
