@@ -1,0 +1,84 @@
+package drill
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/workflows"
+)
+
+func msg(id, key, status string) simulator.Message {
+	return simulator.Message{ID: id, Key: key, Status: status}
+}
+
+// The summary finds each kind of violation, and only those.
+func TestSummarizeFindsEveryViolation(t *testing.T) {
+	t.Parallel()
+	ok := func(key string, p provider.Name, res workflows.Result, msgs ...simulator.Message) Outcome {
+		return Outcome{Key: key, Provider: p, Started: 1, Existing: 2, AfterSettled: "existing", Ended: true, Result: res, Messages: msgs}
+	}
+	outs := []Outcome{
+		// One message, known: fine.
+		ok("a", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m1"}}, msg("m1", "a", "delivered")),
+		// Two live messages, reported by the run: a reported duplicate.
+		ok("b", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m2", "m3"}, DuplicateSend: true},
+			msg("m2", "b", "delivered"), msg("m3", "b", "delivered")),
+		// Two live messages, nobody says so: silent.
+		ok("c", provider.Sendy, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m4"}},
+			msg("m4", "c", "delivered"), msg("m5", "c", "delivered")),
+		// A failed message and its resend: one live message, not a duplicate.
+		ok("d", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m6", "m7"},
+			Resends: []workflows.Resend{{Key: "d~resend-1", Basis: workflows.BasisDeliveryFailed}}},
+			msg("m6", "d", "failed"), msg("m7", "d~resend-1", "delivered")),
+		// A Bird message the run does not know (one live, so no duplicate).
+		ok("e", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m8"}},
+			msg("m8", "e", "delivered"), msg("m9", "e", "failed")),
+		// A resend sent without a reconciliation.
+		ok("f", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m10"},
+			Resends: []workflows.Resend{{Key: "f~resend-1", Basis: workflows.BasisUnreconciled}}}, msg("m10", "f~resend-1", "delivered")),
+		// Never ended.
+		{Key: "g", Provider: provider.Sendy, Started: 1},
+		// Two runs started, and a start after settling started a third.
+		{Key: "h", Provider: provider.Sendy, Started: 2, AfterSettled: "started", Ended: true, Result: workflows.Result{State: workflows.Cancelled}},
+		// A blind resend that made a second live message, reported as possible.
+		ok("i", provider.Sendy, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m12"}, PossibleDuplicate: true,
+			BlindResends: []string{"i~resend-1"}, Resends: []workflows.Resend{{Key: "i~resend-1", Basis: workflows.BasisBlind}}},
+			msg("m11", "i", "delivered"), msg("m12", "i~resend-1", "delivered")),
+	}
+	s := Summarize(7, 3, outs)
+	require.Equal(t, []string{"c"}, s.SilentDuplicates)
+	require.Equal(t, []string{"g"}, s.LostEvents)
+	require.Equal(t, []string{"e:m9"}, s.UnknownMessages)
+	require.Equal(t, []string{"f~resend-1"}, s.UnreconciledResends)
+	require.Equal(t, []string{"h"}, s.SecondStarts)
+	require.Equal(t, []string{"h"}, s.StartedAfterSettled)
+	require.Equal(t, 2, s.DuplicatesReported, "b and i")
+	require.Equal(t, 1, s.BlindDuplicates)
+	require.Equal(t, 1, s.BlindResends)
+	require.Equal(t, 3, s.Resends)
+	require.Equal(t, 7, s.States["Delivered"])
+	require.Len(t, s.Violations(), 6)
+
+	var b bytes.Buffer
+	s.Print(&b)
+	require.Contains(t, b.String(), "SILENT DUPLICATES")
+
+	clean := Summarize(7, 3, outs[:2])
+	require.Empty(t, clean.Violations())
+}
+
+func TestParseSeeds(t *testing.T) {
+	t.Parallel()
+	s, err := parseSeeds("1, 2")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 2}, s)
+	s, err = parseSeeds("clock")
+	require.NoError(t, err)
+	require.Len(t, s, 1)
+	_, err = parseSeeds("x")
+	require.ErrorContains(t, err, `seed "x" is neither a number nor "clock"`)
+}
