@@ -23,7 +23,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -48,7 +47,8 @@ type Config struct {
 	// Seed drives the fault rates, the down slice and the decisions.
 	Seed uint64
 	// Kills is how many times the worker is killed (SIGKILL) and
-	// restarted while events are being started. Default 3.
+	// restarted, one every half replay window from the start, while runs
+	// are in flight. Default 3.
 	Kills int
 	// Window is the replay window of both providers, at the simulator and
 	// in the worker's policy. Default 40 s.
@@ -172,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	if err := d.startAll(ctx); err != nil {
 		return Summary{}, nil, err
 	}
-	d.logf("all events posted; waiting for every run to end or await a decision")
+	d.logf("waiting for every run to end or await a decision")
 	if err := d.decideAndDrain(ctx); err != nil {
 		return Summary{}, nil, err
 	}
@@ -348,23 +348,31 @@ func (d *drill) killAndRestart(ctx context.Context) error {
 	return d.startWorker(ctx)
 }
 
+// killSpacing is the time between two kills: half a replay window, so
+// each kill meets runs in every phase (sending, retrying, reconciling,
+// tracking) and the worker has come back up before the next.
+func (d *drill) killSpacing() time.Duration { return max(d.cfg.Window/2, 10*time.Second) }
+
 // startAll posts every event three times at once, Concurrency events at
-// a time, and kills the worker as the posts pass evenly spaced marks.
+// a time, while the worker is killed every killSpacing from the start.
+// It returns when every event is posted and every kill is done.
 func (d *drill) startAll(ctx context.Context) error {
-	var posted atomic.Int64
-	marks := make(chan struct{}, d.cfg.Kills)
 	killErr := make(chan error, 1)
 	go func() {
-		var err error
-		for range marks {
-			if err == nil {
-				err = d.killAndRestart(ctx)
+		for k := 0; k < d.cfg.Kills; k++ {
+			select {
+			case <-ctx.Done():
+				killErr <- ctx.Err()
+				return
+			case <-time.After(d.killSpacing()):
+			}
+			if err := d.killAndRestart(ctx); err != nil {
+				killErr <- err
+				return
 			}
 		}
-		killErr <- err
+		killErr <- nil
 	}()
-	next := 1
-	var markMu sync.Mutex
 	sem := make(chan struct{}, d.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for _, e := range d.events {
@@ -373,17 +381,10 @@ func (d *drill) startAll(ctx context.Context) error {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			d.postThrice(ctx, e)
-			n := posted.Add(1)
-			markMu.Lock()
-			if next <= d.cfg.Kills && n >= int64(next*len(d.events)/(d.cfg.Kills+1)) {
-				next++
-				marks <- struct{}{}
-			}
-			markMu.Unlock()
 		}()
 	}
 	wg.Wait()
-	close(marks)
+	d.logf("all events posted")
 	return <-killErr
 }
 

@@ -22,7 +22,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg Config
 	seeds := fs.String("seed", "clock", `comma-separated seeds, one drill each; "clock" takes one from the clock (printed, so a failure can be replayed)`)
 	fs.IntVar(&cfg.Events, "events", 1000, "events per drill, half per provider")
-	fs.IntVar(&cfg.Kills, "kills", 3, "SIGKILLs of the worker while events are being started")
+	fs.IntVar(&cfg.Kills, "kills", 3, "SIGKILLs of the worker, one every half replay window from the start, each followed by a restart")
 	fs.DurationVar(&cfg.Window, "window", 40*time.Second, "the providers' replay window (simulator and worker)")
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", 0.01, "share of send requests that get each fault kind")
 	fs.Float64Var(&cfg.DownShare, "down-share", 0.05, "share of events whose provider stays down past the window")

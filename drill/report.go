@@ -102,7 +102,9 @@ type Summary struct {
 
 // Summarize counts the outcomes and finds the violations.
 func Summarize(seed uint64, kills int, outs []Outcome) Summary {
-	s := Summary{Seed: seed, Events: len(outs), Kills: kills, States: map[string]int{}}
+	s := Summary{Seed: seed, Events: len(outs), Kills: kills, States: map[string]int{},
+		SilentDuplicates: []string{}, LostEvents: []string{}, UnknownMessages: []string{},
+		UnreconciledResends: []string{}, SecondStarts: []string{}, StartedAfterSettled: []string{}}
 	for _, o := range outs {
 		s.StartsStarted += o.Started
 		s.StartsExisting += o.Existing
