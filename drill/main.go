@@ -65,7 +65,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Events     []Outcome `json:"events"`
 	}
 	var all []drillJSON
-	failed := false
+	failed, passedSeeds := false, 0
 	for _, seed := range list {
 		c := cfg
 		c.Seed = seed
@@ -83,6 +83,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, "VIOLATION:", line)
 		}
 		failed = failed || len(v) > 0
+		if len(v) == 0 {
+			passedSeeds++
+		}
 		all = append(all, drillJSON{Summary: s, Violations: nonNil(v), Events: outs})
 	}
 	summaries := make([]Summary, len(all))
@@ -100,10 +103,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if failed {
 		fmt.Fprintf(stdout, "smsdrill: FAILED; replay with -seed %s; logs in %s\n", joinSeeds(list), *dir)
+	} else {
+		fmt.Fprintln(stdout, "smsdrill: every promise kept: no silent duplicate, no lost event, no unknown message, no unreconciled resend")
+		_ = os.RemoveAll(*dir)
+	}
+	// One line per drill run, in the form test runners close with.
+	fmt.Fprintf(stdout, "drills: %d passed, %d failed\n", passedSeeds, len(list)-passedSeeds)
+	if failed {
 		return 1
 	}
-	fmt.Fprintln(stdout, "smsdrill: every promise kept: no silent duplicate, no lost event, no unknown message, no unreconciled resend")
-	_ = os.RemoveAll(*dir)
 	return 0
 }
 

@@ -381,3 +381,36 @@ func TestAResendJustBeforeTheWindowClosesIsStillReconciled(t *testing.T) {
 	require.Len(t, calls.at, 3, "at the window's end, before the resend, and before settling")
 	require.Equal(t, BasisReconciled, res.Resends[0].Basis)
 }
+
+// After a forced resend, the new key's own outcome decides: its failed
+// delivery inside its window is resent on a plain decision.
+func TestAfterABlindResendAPlainResendOfAFailedDeliveryIsAccepted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.planResends()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		}
+		return accepted("s-"+in.Request.Key, attempt, provider.Accepted), nil
+	})
+	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{How: "sendy has no list endpoint"}, nil
+	})
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+		if h.env.Now().Sub(h.start) < 5*time.Hour {
+			return provider.Message{ID: in.MessageID, Status: provider.StatusFailed}, nil
+		}
+		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
+	})
+	h.signal(4*time.Hour, SignalResend, map[string]any{"reason": "customer confirmed", "by": "carol", "force": true})
+	h.signal(5*time.Hour+10*time.Minute, SignalResend, map[string]any{"reason": "the phone was off", "by": "carol"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Len(t, res.Resends, 2)
+	require.Equal(t, BasisBlind, res.Resends[0].Basis)
+	require.Equal(t, BasisDeliveryFailed, res.Resends[1].Basis)
+}

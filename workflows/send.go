@@ -783,6 +783,9 @@ func (r *run) resend(d Decision) (State, bool) {
 	}
 	r.resends++
 	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
+	// What the last search said belongs to the decision just taken; the
+	// new key's own outcome decides the next one.
+	r.unsearchable, r.reconcileFailed = false, false
 	r.st.CurrentKey = string(key)
 	r.st.KeysUsed = append(r.st.KeysUsed, string(key))
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
