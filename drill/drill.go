@@ -74,34 +74,25 @@ type Config struct {
 
 // WithDefaults fills the zero fields.
 func (c Config) WithDefaults() Config {
-	if c.Events == 0 {
-		c.Events = 1000
-	}
-	if c.Kills == 0 {
-		c.Kills = 3
-	}
-	if c.Window == 0 {
-		c.Window = 40 * time.Second
-	}
-	if c.FaultRate == 0 {
-		c.FaultRate = 0.01
-	}
-	if c.DownShare == 0 {
-		c.DownShare = 0.05
-	}
-	if c.Hang == 0 {
-		c.Hang = 4 * time.Second
-	}
-	if c.LockLifetime == 0 {
-		c.LockLifetime = 3 * time.Second
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 32
-	}
+	orDefault(&c.Events, 1000)
+	orDefault(&c.Kills, 3)
+	orDefault(&c.Window, 40*time.Second)
+	orDefault(&c.FaultRate, 0.01)
+	orDefault(&c.DownShare, 0.05)
+	orDefault(&c.Hang, 4*time.Second)
+	orDefault(&c.LockLifetime, 3*time.Second)
+	orDefault(&c.Concurrency, 32)
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
 	return c
+}
+
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // attemptTimeout is the worker's HTTP attempt timeout in the drill:
