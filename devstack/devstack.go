@@ -334,6 +334,11 @@ func (s *Stack) buildServer(frontendHost string, frontendPort int) (temporal.Ser
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
 		// The UI and `list` query visibility often; the default limit is for clusters.
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// With the refresh above, every listed run reads the search
+		// attributes from the store: a list of a thousand runs would pass
+		// the frontend's default 2,000 reads a second and fail with
+		// "System Persistence Max QPS Reached". A local file takes more.
+		dynamicconfig.FrontendPersistenceMaxQPS.Key(): 20000,
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(&conf),

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -48,7 +49,7 @@ type Config struct {
 	Seed uint64
 	// Kills is how many times the worker is killed (SIGKILL) and
 	// restarted, one every half replay window from the start, while runs
-	// are in flight. Default 3.
+	// are in flight. Default 3; negative for none.
 	Kills int
 	// Window is the replay window of both providers, at the simulator and
 	// in the worker's policy. Default 40 s.
@@ -463,57 +464,42 @@ func (d *drill) sendGo(ctx context.Context, e *event) (bool, error) {
 	return res.Started, nil
 }
 
-// runState is what visibility says of one run.
-type runState struct {
-	state  workflows.State
-	closed bool
-}
-
-func (d *drill) states(ctx context.Context) (map[string]runState, error) {
-	runs, err := d.st.List(ctx, "", 0)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]runState{}
-	for _, r := range runs {
-		if _, seen := out[r.Key]; seen {
-			continue // newest first
-		}
-		out[r.Key] = runState{state: r.State, closed: r.Status != "Running"}
-	}
-	return out, nil
-}
+// busyQuery counts the runs neither ended nor awaiting a decision.
+var busyQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s != %q`,
+	workflows.WorkflowName, workflows.StateAttribute.GetName(), string(workflows.AwaitingDecision))
 
 // settle waits until every run has ended or awaits a decision, and
-// returns the keys awaiting one.
+// returns the keys awaiting one. It counts instead of listing every run,
+// so its own load on the server stays small.
 func (d *drill) settle(ctx context.Context, within time.Duration) ([]string, error) {
 	deadline := time.Now().Add(within)
+	lastReport := time.Now()
 	for {
-		st, err := d.states(ctx)
-		if err == nil {
-			var awaiting []string
-			busy := 0
-			for _, e := range d.events {
-				s, ok := st[e.key]
-				switch {
-				case ok && s.closed:
-				case ok && s.state == workflows.AwaitingDecision:
-					awaiting = append(awaiting, e.key)
-				default:
-					busy++
+		busy, err := d.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: busyQuery})
+		if err == nil && busy.GetCount() == 0 {
+			runs, lerr := d.st.List(ctx, workflows.AwaitingDecision, 0)
+			if lerr == nil {
+				var awaiting []string
+				for _, r := range runs {
+					if r.Status == "Running" {
+						awaiting = append(awaiting, r.Key)
+					}
 				}
-			}
-			if busy == 0 {
 				sort.Strings(awaiting)
 				return awaiting, nil
 			}
-			if time.Now().After(deadline) {
-				return awaiting, fmt.Errorf("drill: %d runs still busy after %s", busy, within)
-			}
-		} else if time.Now().After(deadline) {
-			return nil, fmt.Errorf("drill: list the runs: %w", err)
+			err = lerr
 		}
-		time.Sleep(2 * time.Second)
+		switch {
+		case time.Now().After(deadline) && err != nil:
+			return nil, fmt.Errorf("drill: count the runs: %w", err)
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("drill: %d runs still busy after %s", busy.GetCount(), within)
+		case time.Since(lastReport) > 30*time.Second && err == nil:
+			d.logf("%d runs still sending, reconciling or tracking", busy.GetCount())
+			lastReport = time.Now()
+		}
+		time.Sleep(3 * time.Second)
 	}
 }
 
