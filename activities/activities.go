@@ -47,10 +47,30 @@ const (
 	ErrWindowClosed = "SmsReplayWindowClosed"
 	// ErrInvalidRequest: the event cannot be sent as given; never retried.
 	ErrInvalidRequest = "SmsInvalidRequest"
+	// ErrFenced: a later run holds the event in the ledger; this run's
+	// attempt must not send. Never retried.
+	ErrFenced = "SmsFenced"
+	// ErrWrongLedger: this worker's ledger is not the one that claimed
+	// the event; retried, so a worker with the right ledger takes it.
+	ErrWrongLedger = "SmsWrongLedger"
 )
 
 // NonRetryable lists the error types no retry can fix.
-var NonRetryable = []string{ErrRejected, ErrKeyConflict, ErrWindowClosed, ErrInvalidRequest}
+var NonRetryable = []string{ErrRejected, ErrKeyConflict, ErrWindowClosed, ErrInvalidRequest, ErrFenced}
+
+// checkLedger refuses to work on an event against another ledger than
+// the one that claimed it (want, recorded by the run; empty for runs that
+// started before ledgers had identities). The error is retryable: on a
+// fleet where some workers have the right ledger, one of them takes the
+// next attempt, and nothing is split between two ledgers meanwhile.
+func (a *Activities) checkLedger(want string) error {
+	if want == "" || want == a.Ledger.Identity() {
+		return nil
+	}
+	return temporal.NewApplicationError(fmt.Sprintf(
+		"this worker's ledger (%s, identity %s) is not the ledger that claimed the event (identity %s): every worker on the task queue must share one ledger; the activity is retried until a worker with that ledger runs it",
+		a.Ledger.Describe(), a.Ledger.Identity(), want), ErrWrongLedger)
+}
 
 // Activities holds what the activities need. Workflows reference its
 // methods through a nil *Activities; the worker registers a filled one.
@@ -140,6 +160,9 @@ type PrepareOutput struct {
 	LastUncertainAt time.Time `json:"lastUncertainAt"`
 	// Warnings about the key or the recipient, for the run's timeline.
 	Warnings []string `json:"warnings,omitempty"`
+	// LedgerID is the identity of the ledger that claimed the event: the
+	// run passes it to every later activity, which refuses another ledger.
+	LedgerID string `json:"ledgerId,omitempty"`
 }
 
 // Prepare validates the event, plans the request bytes once and claims the
@@ -193,7 +216,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	case err != nil:
 		return out, err // the ledger is down: retry, nothing was sent
 	}
-	out.Created = claim.Created
+	out.Created, out.LedgerID = claim.Created, a.Ledger.Identity()
 	out.FirstAttemptAt = claim.Event.FirstAttemptAt
 	if claim.Event.Settled() {
 		e := claim.Event
@@ -277,6 +300,8 @@ type SendInput struct {
 	Budget time.Duration `json:"budget"`
 	// InProgressDelay is the retry delay after 409 E01004.
 	InProgressDelay time.Duration `json:"inProgressDelay"`
+	// LedgerID is the ledger that claimed the event (PrepareOutput).
+	LedgerID string `json:"ledgerId,omitempty"`
 }
 
 // SendOutput is the attempt that got the message accepted.
@@ -312,7 +337,15 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	if err != nil {
 		return SendOutput{}, err
 	}
-	now := a.now()
+	if err := a.checkLedger(in.LedgerID); err != nil {
+		return SendOutput{}, err
+	}
+	// The ledger's clock: the window counts from the first attempt as the
+	// ledger recorded it, whichever worker made it.
+	now, err := a.Ledger.Now(ctx)
+	if err != nil {
+		return SendOutput{}, err
+	}
 	first, tried, err := a.Ledger.FirstAttempt(ctx, req.Key)
 	if err != nil {
 		return SendOutput{}, err
@@ -326,7 +359,9 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		EventKey: in.EventKey, SendKey: req.Key, RunID: info.WorkflowExecution.RunID, Number: int(info.Attempt),
 		Fingerprint: req.Fingerprint(), StartedAt: now,
 	}
-	if err := a.Ledger.BeginAttempt(ctx, row); err != nil {
+	if err := a.Ledger.BeginAttempt(ctx, row); errors.Is(err, ledger.ErrFenced) {
+		return SendOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrFenced, nil)
+	} else if err != nil {
 		return SendOutput{}, err // nothing sent yet: safe to retry
 	}
 
@@ -405,6 +440,8 @@ type ReconcileInput struct {
 	// Since is the first attempt under any of Keys; the provider's list is
 	// searched from shortly before it.
 	Since time.Time `json:"since"`
+	// LedgerID is the ledger that claimed the event (PrepareOutput).
+	LedgerID string `json:"ledgerId,omitempty"`
 }
 
 // ReconcileOutput is what was found.
@@ -430,6 +467,9 @@ type ReconcileOutput struct {
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileOutput, error) {
 	c, err := a.client(in.Provider)
 	if err != nil {
+		return ReconcileOutput{}, err
+	}
+	if err := a.checkLedger(in.LedgerID); err != nil {
 		return ReconcileOutput{}, err
 	}
 	found, err := reconcile.Search(ctx, a.Ledger, c, reconcile.Query{
@@ -465,6 +505,8 @@ func (a *Activities) Status(ctx context.Context, in StatusInput) (provider.Messa
 // SettleInput is the event's final outcome.
 type SettleInput struct {
 	Key, Outcome, Reason, MessageID string
+	// LedgerID is the ledger that claimed the event (PrepareOutput).
+	LedgerID string `json:"ledgerId,omitempty"`
 }
 
 // SettleOutput is the outcome the ledger holds after the settle: the
@@ -481,6 +523,9 @@ type SettleOutput struct {
 // cannot be written is an error the workflow retries: a run never ends
 // as if its outcome were recorded when it was not.
 func (a *Activities) Settle(ctx context.Context, in SettleInput) (SettleOutput, error) {
+	if err := a.checkLedger(in.LedgerID); err != nil {
+		return SettleOutput{}, err
+	}
 	e, err := a.Ledger.Settle(ctx, in.Key, in.Outcome, in.Reason, in.MessageID, a.now())
 	if err != nil {
 		return SettleOutput{}, err

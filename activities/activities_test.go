@@ -39,6 +39,7 @@ func setup(t *testing.T) bundle {
 	led, err := ledger.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = led.Close() })
+	led.SetClock(sim.Now)
 	acts := &Activities{
 		Providers: map[provider.Name]provider.Client{provider.Bird: b, provider.Sendy: s},
 		Ledger:    led,
@@ -235,6 +236,16 @@ func TestSendRefusesPastTheWindow(t *testing.T) {
 	require.Len(t, b.sim.Requests(simulator.Filter{Provider: "bird"}), 1, "nothing was sent past the window")
 }
 
+// hold moves the event to run, as a later run's claim does.
+func hold(t *testing.T, b bundle, key, run string) {
+	t.Helper()
+	e, err := b.led.Event(context.Background(), key)
+	require.NoError(t, err)
+	e.RunID = run
+	_, err = b.led.Claim(context.Background(), e)
+	require.NoError(t, err)
+}
+
 func TestEarlierUncertain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -242,6 +253,7 @@ func TestEarlierUncertain(t *testing.T) {
 	_, err := prepare(t, b, event)
 	require.NoError(t, err)
 	at := func(run string, n int, outcome provider.Outcome, ended bool) ledger.Attempt {
+		hold(t, b, event.Key, run)
 		row := ledger.Attempt{EventKey: event.Key, SendKey: event.Key, RunID: run, Number: n, StartedAt: time.Unix(int64(n), 0)}
 		require.NoError(t, b.led.BeginAttempt(ctx, row))
 		if ended {
@@ -288,6 +300,7 @@ func TestResumeLoadsEveryKeyAndEarlierRunsCount(t *testing.T) {
 		{EventKey: event.Key, SendKey: event.Key + "~resend-2", RunID: "run-1", Number: 1, StartedAt: t0.Add(2 * time.Hour)}, // cut off
 	}
 	for _, r := range rows {
+		hold(t, b, event.Key, r.RunID)
 		require.NoError(t, b.led.BeginAttempt(ctx, r))
 		if !r.EndedAt.IsZero() {
 			require.NoError(t, b.led.EndAttempt(ctx, r))
@@ -409,4 +422,59 @@ func TestPolicy(t *testing.T) {
 	require.ErrorContains(t, blindSpot.Validate(), "late-effect horizon 5s is shorter than one attempt (15s)")
 	require.Equal(t, 5*time.Second, DefaultPolicy().LastAttemptLead())
 	require.Equal(t, time.Second, Policy{AttemptTimeout: time.Second}.WithDefaults().LastAttemptLead())
+}
+
+// An attempt of a run that a later run superseded must not send: the
+// ledger refuses it, and the error is not retried.
+func TestAZombieRunsAttemptIsFencedOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p, err := prepare(t, b, event)
+	require.NoError(t, err)
+	hold(t, b, event.Key, "a-later-run")
+	_, err = send(t, b, SendInput{EventKey: event.Key, Request: p.Request, Budget: p.Policy.SendBudget(), LedgerID: p.LedgerID})
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr))
+	require.Equal(t, ErrFenced, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	require.ErrorContains(t, err, "run a-later-run holds the event now")
+	require.Empty(t, b.sim.Requests(simulator.Filter{}), "nothing reached the provider")
+}
+
+// Two workers with two ledgers: the event's activities refuse the ledger
+// that did not claim it (retryable, nothing sent, nothing recorded), and
+// the event goes on once the worker with the right ledger runs them.
+func TestTheWrongLedgerIsRefusedAndTheRightOneGoesOn(t *testing.T) {
+	t.Parallel()
+	right := setup(t)
+	wrong := setup(t) // its own ledger file
+	wrong.acts.Providers = right.acts.Providers
+	p, err := prepare(t, right, event)
+	require.NoError(t, err)
+	require.Equal(t, right.led.Identity(), p.LedgerID)
+
+	in := SendInput{EventKey: event.Key, Request: p.Request, Budget: p.Policy.SendBudget(), LedgerID: p.LedgerID}
+	_, err = send(t, wrong, in)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr))
+	require.Equal(t, ErrWrongLedger, appErr.Type())
+	require.False(t, appErr.NonRetryable(), "retried until a worker with the right ledger runs it")
+	require.ErrorContains(t, err, "is not the ledger that claimed the event (identity "+right.led.Identity()+")")
+	_, err = wrong.env.ExecuteActivity(wrong.acts.Reconcile, ReconcileInput{EventKey: event.Key, Provider: "bird", Keys: []string{event.Key}, LedgerID: p.LedgerID})
+	require.ErrorContains(t, err, "is not the ledger that claimed the event")
+	_, err = wrong.env.ExecuteActivity(wrong.acts.Settle, SettleInput{Key: event.Key, Outcome: "Delivered", LedgerID: p.LedgerID})
+	require.ErrorContains(t, err, "is not the ledger that claimed the event")
+	require.Empty(t, right.sim.Requests(simulator.Filter{}), "nothing was sent through the wrong ledger")
+
+	out, err := send(t, right, in)
+	require.NoError(t, err)
+	require.Equal(t, provider.Accepted, out.Result.Outcome)
+	v, err := right.env.ExecuteActivity(right.acts.Settle, SettleInput{Key: event.Key, Outcome: "Delivered", MessageID: out.Result.MessageID, LedgerID: p.LedgerID})
+	require.NoError(t, err)
+	var settled SettleOutput
+	require.NoError(t, v.Get(&settled))
+	require.Equal(t, "Delivered", settled.Outcome)
+	attempts, err := right.led.Attempts(context.Background(), event.Key)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1, "every attempt is in the ledger that claimed the event")
 }

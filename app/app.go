@@ -94,9 +94,13 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		return nil, fmt.Errorf("connect to Temporal: %w", err)
 	}
 
-	a.Ledger, err = ledger.OpenSQLite(ctx, cfg.LedgerPath)
+	a.Ledger, err = ledger.Open(ctx, cfg.LedgerPath)
 	if err != nil {
 		return nil, err
+	}
+	log.Info("send ledger", zap.String("ledger", a.Ledger.Describe()), zap.String("identity", a.Ledger.Identity()))
+	if _, sqlite := a.Ledger.(*ledger.SQLite); sqlite && !cfg.Dev {
+		log.Warn("the SQLite ledger serves one host only: every worker that runs this task queue must use the same ledger, or its activities refuse the events another ledger claimed; give a fleet --ledger postgres://… (or " + EnvLedger + ")")
 	}
 	providers, err := a.providers()
 	if err != nil {
@@ -208,7 +212,7 @@ func (a *App) Banner() string {
 		}
 		fmt.Fprintf(&b, "  HTTP intake:        POST %s/v1/events (%s)\n", a.IntakeURL, signed)
 	}
-	fmt.Fprintf(&b, "  Send ledger:        %s\n", a.Config.LedgerPath)
+	fmt.Fprintf(&b, "  Send ledger:        %s (identity %s)\n", a.Ledger.Describe(), a.Ledger.Identity())
 	fmt.Fprintf(&b, "  Task queue:         %s\n", workflows.TaskQueue)
 	b.WriteString("Press Ctrl+C to stop.\n")
 	return b.String()

@@ -25,6 +25,10 @@ const (
 	EnvBirdAccessKey = "BIRD_ACCESS_KEY"
 	EnvSendyToken    = "SENDY_TOKEN"
 	EnvIntakeSecret  = "SMSORCH_INTAKE_SECRET"
+	// EnvLedger is the ledger's address when --ledger is not given: a
+	// postgres:// DSN may hold a password, which a flag would show in
+	// the process list.
+	EnvLedger = "SMSORCH_LEDGER"
 )
 
 // Defaults of the settings below.
@@ -55,7 +59,9 @@ type Config struct {
 	// into it at start.
 	Simulator simulator.Config
 	SimFaults simulator.FaultFlag
-	// LedgerPath is the ledger's SQLite file; default DataDir/ledger.db.
+	// LedgerPath is the ledger: a postgres:// DSN (shared by every worker
+	// of a fleet) or a SQLite file (one host); default $SMSORCH_LEDGER,
+	// else DataDir/ledger.db.
 	LedgerPath string
 	// IntakeAddress serves the HTTP event intake; default 127.0.0.1:8080,
 	// "off" for none.
@@ -79,6 +85,8 @@ type Config struct {
 	LogFormat string
 	// LogLevel is debug, info (default), warn or error.
 	LogLevel string
+
+	envLedger string // $SMSORCH_LEDGER, read by RegisterFlags
 }
 
 // BirdConfig is Bird's connection; AccessKey comes from BIRD_ACCESS_KEY.
@@ -105,6 +113,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.UIAddress, devstack.DefaultUIAddress)
 	def(&c.SimulatorAddress, DefaultSimulatorAddress)
 	def(&c.IntakeAddress, DefaultIntakeAddress)
+	def(&c.LedgerPath, c.envLedger)
 	def(&c.LedgerPath, filepath.Join(c.DataDir, "ledger.db"))
 	def(&c.Sendy.Sender, "SMS")
 	if c.LogFormat == "" {
@@ -159,7 +168,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.FrontendAddress, "frontend", devstack.DefaultFrontendAddress, "dev mode: the Temporal frontend address")
 	fs.StringVar(&c.UIAddress, "ui", devstack.DefaultUIAddress, `dev mode: the Temporal web UI address, or "off"`)
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
-	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger's SQLite file (default <data-dir>/ledger.db)")
+	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"`)
 	fs.StringVar(&c.Bird.BaseURL, "bird-url", "", "Bird's API base URL, e.g. https://api.bird.com (access key from "+EnvBirdAccessKey+")")
 	fs.StringVar(&c.Bird.WorkspaceID, "bird-workspace", "", "Bird workspace id")
@@ -206,4 +215,5 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Bird.AccessKey = logging.Secret(os.Getenv(EnvBirdAccessKey))
 	c.Sendy.Token = logging.Secret(os.Getenv(EnvSendyToken))
 	c.IntakeSecret = logging.Secret(os.Getenv(EnvIntakeSecret))
+	c.envLedger = os.Getenv(EnvLedger)
 }

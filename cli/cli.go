@@ -428,7 +428,7 @@ func (c *cmd) list(ctx context.Context, args []string) error {
 
 func (c *cmd) audit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	ledgerPath := fs.String("ledger", ".smsorch/ledger.db", "the worker's ledger file")
+	ledgerPath := fs.String("ledger", "", "the worker's ledger: a SQLite file or a postgres:// DSN (default $SMSORCH_LEDGER, else .smsorch/ledger.db)")
 	simURL := fs.String("simulator", "http://127.0.0.1:8299", "the dev-mode provider simulator, used unless a provider URL is given")
 	var bc bird.Config
 	var sc sendy.Config
@@ -440,10 +440,18 @@ func (c *cmd) audit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(*ledgerPath); err != nil {
-		return usageError("no ledger at %s: give the worker's --ledger file (%v)", *ledgerPath, err)
+	if *ledgerPath == "" {
+		*ledgerPath, _ = c.env.LookupEnv("SMSORCH_LEDGER")
 	}
-	led, err := ledger.OpenSQLite(ctx, *ledgerPath)
+	if *ledgerPath == "" {
+		*ledgerPath = ".smsorch/ledger.db"
+	}
+	if !ledger.IsPostgresDSN(*ledgerPath) {
+		if _, err := os.Stat(*ledgerPath); err != nil {
+			return usageError("no ledger at %s: give the worker's --ledger file (%v)", *ledgerPath, err)
+		}
+	}
+	led, err := ledger.Open(ctx, *ledgerPath)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	if cfg.Kills == 0 {
+		cfg.Kills = -1 // Config's zero means the default; -kills 0 means none
+	}
 	cfg.Progress = stderr
 	cfg.Bins = Binaries{Worker: *workerBin, Simulator: *simBin}
 	if cfg.Bins.Worker == "" || cfg.Bins.Simulator == "" {

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Event is one business event's record.
@@ -80,6 +82,9 @@ var (
 	// ErrConflict: the key is already claimed by a different message
 	// (another recipient, text, sender or provider).
 	ErrConflict = errors.New("ledger: the event key is already claimed by a different message")
+	// ErrFenced: the run asking is not the run that holds the event (a
+	// later run claimed it): an attempt of the old run must not send.
+	ErrFenced = errors.New("ledger: the event is held by another run")
 )
 
 // ConflictError is the ErrConflict of Claim: it names the differing field.
@@ -104,9 +109,41 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
+// fenced is the ErrFenced of an attempt whose run lost the event, or nil
+// when the run still holds it (a retried write of the same attempt).
+func fenced(a Attempt, holder string) error {
+	if holder == a.RunID {
+		return nil
+	}
+	return fmt.Errorf("%w: attempt %d of %s belongs to run %s, but run %s holds the event now; nothing is sent by the old run",
+		ErrFenced, a.Number, a.SendKey, a.RunID, holder)
+}
+
+// newIdentity makes a ledger identity.
+func newIdentity() string { return "ledger-" + uuid.NewString() }
+
+// Open opens the ledger at addr: a postgres:// DSN for the ledger a
+// fleet of workers shares, or a SQLite file for one host.
+func Open(ctx context.Context, addr string) (Ledger, error) {
+	if IsPostgresDSN(addr) {
+		return OpenPostgres(ctx, addr)
+	}
+	return OpenSQLite(ctx, addr)
+}
+
 // Ledger stores events and attempts. Implementations are safe for
 // concurrent use by many workers.
 type Ledger interface {
+	// Identity names this ledger: made once with its schema, the same for
+	// every worker that opens the same store. A run records the identity
+	// of the ledger that claimed its event, and every later activity of
+	// the event refuses to work against another.
+	Identity() string
+	// Describe says where the ledger is, for logs (no secrets).
+	Describe() string
+	// Now is the ledger's clock: attempt times and the replay window are
+	// measured on it, never on one worker's clock against another's.
+	Now(ctx context.Context) (time.Time, error)
 	// Claim registers the event, or returns the existing record when the
 	// same message was claimed before (and moves it to the given run).
 	// A different message under the same key is ErrConflict.
@@ -114,7 +151,8 @@ type Ledger interface {
 	// Event returns the event's record.
 	Event(ctx context.Context, key string) (Event, error)
 	// BeginAttempt records an attempt before its HTTP call. Recording the
-	// same (SendKey, RunID, Number) again changes nothing.
+	// same (SendKey, RunID, Number) again changes nothing. It is refused
+	// with ErrFenced when the event is held by another run than a.RunID.
 	BeginAttempt(ctx context.Context, a Attempt) error
 	// EndAttempt records the attempt's answer.
 	EndAttempt(ctx context.Context, a Attempt) error

@@ -10,10 +10,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/internal/pgtest"
 )
 
-// contract runs the behaviour every Ledger must have against a fresh store.
-func contract(t *testing.T, open func(t *testing.T) Ledger) {
+// contract runs the behaviour every Ledger must have against a fresh
+// store. dbClock is true for stores that take attempt times from their
+// own clock (Postgres) instead of the caller's.
+func contract(t *testing.T, open func(t *testing.T) Ledger, dbClock bool) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	event := Event{
@@ -105,6 +109,19 @@ func contract(t *testing.T, open func(t *testing.T) Ledger) {
 		got, err := l.Attempts(ctx, event.Key)
 		require.NoError(t, err)
 		require.Len(t, got, 3)
+		if dbClock {
+			// The store's clock, in the order the rows were written.
+			require.False(t, got[0].StartedAt.IsZero())
+			require.False(t, got[1].StartedAt.Before(got[0].StartedAt))
+			require.False(t, got[2].StartedAt.Before(got[1].StartedAt))
+			for i, want := range []*Attempt{&a1, &a2, &resend} {
+				want.StartedAt = got[i].StartedAt
+				if !want.EndedAt.IsZero() {
+					require.False(t, got[i].EndedAt.Before(got[i].StartedAt))
+					want.EndedAt = got[i].EndedAt
+				}
+			}
+		}
 		require.Equal(t, a1, got[0])
 		require.True(t, got[1].Open(), "the cut-off attempt stays as evidence")
 		require.Equal(t, resend, got[2], "resend keys are linked to the event")
@@ -151,6 +168,90 @@ func contract(t *testing.T, open func(t *testing.T) Ledger) {
 		require.True(t, c.Event.Settled())
 		_, err = l.Event(ctx, "other")
 		require.True(t, errors.Is(err, ErrNotFound))
+	})
+}
+
+// fencingAndIdentity: an attempt of a run that no longer holds the event
+// is refused; a retried write of the same attempt is not; the identity
+// stays with the store; many goroutines claim and attempt at once.
+func fencingAndIdentity(t *testing.T, open func(t *testing.T) Ledger) {
+	ctx := context.Background()
+	e := Event{Key: "order-2-shipped", Provider: "bird", Recipient: "+31612345678", Text: "t", Fingerprint: "f", WorkflowID: "order-2-shipped", RunID: "run-1", CreatedAt: time.Unix(0, 0).UTC()}
+
+	t.Run("an old run's attempt is fenced off", func(t *testing.T) {
+		t.Parallel()
+		l := open(t)
+		_, err := l.Claim(ctx, e)
+		require.NoError(t, err)
+		now, err := l.Now(ctx)
+		require.NoError(t, err)
+		old := Attempt{EventKey: e.Key, SendKey: e.Key, RunID: "run-1", Number: 1, Fingerprint: "f", StartedAt: now}
+		require.NoError(t, l.BeginAttempt(ctx, old))
+		require.NoError(t, l.BeginAttempt(ctx, old), "a retried write of the same attempt")
+
+		next := e
+		next.RunID = "run-2"
+		_, err = l.Claim(ctx, next)
+		require.NoError(t, err)
+		zombie := old
+		zombie.Number = 2
+		err = l.BeginAttempt(ctx, zombie)
+		require.ErrorIs(t, err, ErrFenced)
+		require.ErrorContains(t, err, "belongs to run run-1, but run run-2 holds the event now")
+		fresh := Attempt{EventKey: e.Key, SendKey: e.Key, RunID: "run-2", Number: 1, Fingerprint: "f", StartedAt: now}
+		require.NoError(t, l.BeginAttempt(ctx, fresh))
+		got, err := l.Attempts(ctx, e.Key)
+		require.NoError(t, err)
+		require.Len(t, got, 2, "the zombie wrote nothing")
+
+		unknown := Attempt{EventKey: "never-claimed", SendKey: "never-claimed", RunID: "r", Number: 1}
+		require.ErrorIs(t, l.BeginAttempt(ctx, unknown), ErrNotFound)
+	})
+
+	t.Run("the identity is made once and kept", func(t *testing.T) {
+		t.Parallel()
+		l := open(t)
+		require.NotEmpty(t, l.Identity())
+		require.NotEmpty(t, l.Describe())
+	})
+
+	t.Run("many goroutines claim and attempt at once", func(t *testing.T) {
+		t.Parallel()
+		l := open(t)
+		var created atomic.Int32
+		var wg sync.WaitGroup
+		errs := make(chan error, 200)
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := l.Claim(ctx, e)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if c.Created {
+					created.Add(1)
+				}
+				now, _ := l.Now(ctx)
+				for n := 1; n <= 5; n++ {
+					// Every goroutine writes the same five attempts: each
+					// lands once.
+					if err := l.BeginAttempt(ctx, Attempt{EventKey: e.Key, SendKey: e.Key, RunID: "run-1", Number: n, Fingerprint: "f", StartedAt: now}); err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.EqualValues(t, 1, created.Load())
+		got, err := l.Attempts(ctx, e.Key)
+		require.NoError(t, err)
+		require.Len(t, got, 5)
 	})
 }
 
@@ -201,7 +302,23 @@ func openSQLite(t *testing.T) Ledger {
 
 func TestSQLiteLedger(t *testing.T) {
 	t.Parallel()
-	contract(t, openSQLite)
+	contract(t, openSQLite, false)
+	fencingAndIdentity(t, openSQLite)
+}
+
+func TestSQLiteIdentityOutlivesReopening(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	a, err := OpenSQLite(context.Background(), path)
+	require.NoError(t, err)
+	id := a.Identity()
+	require.NoError(t, a.Close())
+	b, err := OpenSQLite(context.Background(), path)
+	require.NoError(t, err)
+	defer func() { _ = b.Close() }()
+	require.Equal(t, id, b.Identity())
+	other := openSQLite(t)
+	require.NotEqual(t, id, other.Identity(), "another file is another ledger")
 }
 
 func TestSQLiteReopenKeepsRecordsAndSchema(t *testing.T) {
@@ -236,4 +353,53 @@ func TestSQLiteRefusesANewerSchema(t *testing.T) {
 	require.NoError(t, l.Close())
 	_, err = OpenSQLite(ctx, path)
 	require.ErrorContains(t, err, "run a newer build")
+}
+
+func openPostgres(t *testing.T) Ledger {
+	t.Helper()
+	l, err := OpenPostgres(context.Background(), pgtest.Database(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func TestPostgresLedger(t *testing.T) {
+	t.Parallel()
+	contract(t, openPostgres, true)
+	fencingAndIdentity(t, openPostgres)
+}
+
+func TestPostgresFirstSettleWins(t *testing.T) {
+	t.Parallel()
+	firstSettleWins(t, openPostgres)
+}
+
+// Several workers starting at once against a new database migrate once
+// (under the advisory lock) and share one identity.
+func TestPostgresWorkersStartingAtOnceMigrateOnce(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Database(t)
+	ids := make([]string, 6)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := OpenPostgres(context.Background(), dsn)
+			require.NoError(t, err)
+			ids[i] = l.Identity()
+			_ = l.Close()
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		require.Equal(t, ids[0], id)
+	}
+	l, err := OpenPostgres(context.Background(), dsn)
+	require.NoError(t, err)
+	defer func() { _ = l.Close() }()
+	require.NotContains(t, l.Describe(), "secret")
+	_, err = OpenPostgres(context.Background(), "postgres://nobody:secret@127.0.0.1:1/nothing")
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "secret", "the password never reaches an error")
 }

@@ -50,6 +50,13 @@ CREATE TABLE attempts (
 );
 CREATE INDEX attempts_by_event ON attempts (event_key, started_at);
 `,
+	2: `
+CREATE TABLE ledger_identity (
+	id         TEXT PRIMARY KEY,
+	created_at TEXT NOT NULL
+);
+CREATE INDEX attempts_by_send_key ON attempts (send_key, started_at);
+`,
 }
 
 // timeLayout is fixed-width UTC, so text order is time order.
@@ -69,10 +76,13 @@ func parseTime(s string) (time.Time, error) {
 	return time.Parse(timeLayout, s)
 }
 
-// SQLite is the embedded ledger on one SQLite file (pure Go, no cgo).
+// SQLite is the embedded ledger on one SQLite file (pure Go, no cgo). It
+// serves the processes of one host: several workers need the Postgres one.
 type SQLite struct {
-	db   *sql.DB
-	path string
+	db    *sql.DB
+	path  string
+	id    string
+	clock func() time.Time
 }
 
 var _ Ledger = (*SQLite)(nil)
@@ -95,16 +105,46 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	// One connection: SQLite has one writer anyway, and this makes every
 	// read see every committed write of this process.
 	db.SetMaxOpenConns(1)
-	s := &SQLite{db: db, path: path}
+	s := &SQLite{db: db, path: path, clock: time.Now}
 	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if s.id, err = s.identity(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
+// identity reads the ledger's identity, making it on first use.
+func (s *SQLite) identity(ctx context.Context) (string, error) {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO ledger_identity (id, created_at) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM ledger_identity)`,
+		newIdentity(), fmtTime(time.Now())); err != nil {
+		return "", fmt.Errorf("ledger: make the identity of %s: %w", s.path, err)
+	}
+	var id string
+	if err := s.db.QueryRowContext(ctx, `SELECT id FROM ledger_identity`).Scan(&id); err != nil {
+		return "", fmt.Errorf("ledger: read the identity of %s: %w", s.path, err)
+	}
+	return id, nil
+}
+
 // Path is the ledger file.
 func (s *SQLite) Path() string { return s.path }
+
+// Identity implements Ledger.
+func (s *SQLite) Identity() string { return s.id }
+
+// Describe implements Ledger.
+func (s *SQLite) Describe() string { return "sqlite:" + s.path }
+
+// Now implements Ledger: one host, one clock.
+func (s *SQLite) Now(context.Context) (time.Time, error) { return s.clock(), nil }
+
+// SetClock replaces the clock (tests that move time). Not safe to call
+// while the ledger is in use.
+func (s *SQLite) SetClock(now func() time.Time) { s.clock = now }
 
 // Close closes the database.
 func (s *SQLite) Close() error { return s.db.Close() }
@@ -241,15 +281,34 @@ func (s *SQLite) Event(ctx context.Context, key string) (Event, error) {
 	return s.event(ctx, s.db, key)
 }
 
-// BeginAttempt implements Ledger.
+// BeginAttempt implements Ledger. The fence is in the statement: the row
+// is written only while the event is held by the attempt's run.
 func (s *SQLite) BeginAttempt(ctx context.Context, a Attempt) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO attempts (event_key, send_key, run_id, attempt, fingerprint, started_at)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (send_key, run_id, attempt) DO NOTHING`,
-		a.EventKey, a.SendKey, a.RunID, a.Number, a.Fingerprint, fmtTime(a.StartedAt))
+	res, err := s.db.ExecContext(ctx, `INSERT INTO attempts (event_key, send_key, run_id, attempt, fingerprint, started_at)
+		SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE key = ? AND run_id = ?)
+		ON CONFLICT (send_key, run_id, attempt) DO NOTHING`,
+		a.EventKey, a.SendKey, a.RunID, a.Number, a.Fingerprint, fmtTime(a.StartedAt), a.EventKey, a.RunID)
 	if err != nil {
 		return fmt.Errorf("ledger: record the start of attempt %d of %s: %w", a.Number, a.SendKey, err)
 	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return s.fenceOrRetried(ctx, a)
+	}
 	return nil
+}
+
+// fenceOrRetried tells a retried write of the same attempt (fine) from an
+// attempt of a run that no longer holds the event (refused).
+func (s *SQLite) fenceOrRetried(ctx context.Context, a Attempt) error {
+	var holder string
+	err := s.db.QueryRowContext(ctx, `SELECT run_id FROM events WHERE key = ?`, a.EventKey).Scan(&holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: %s (claim it before sending)", ErrNotFound, a.EventKey)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: read the holder of %s: %w", a.EventKey, err)
+	}
+	return fenced(a, holder)
 }
 
 // EndAttempt implements Ledger.

@@ -80,6 +80,9 @@ type run struct {
 	// deliveryFailed is true when the message the run follows is known to
 	// have failed: inside its window, a resend then needs no search.
 	deliveryFailed bool
+	// ledgerID is the ledger that claimed the event; every later activity
+	// refuses to work against another.
+	ledgerID string
 }
 
 // fixed reports whether the run follows versionNoSilentDuplicates.
@@ -246,7 +249,7 @@ func (r *run) prepare() (ended bool) {
 		r.note("%s", r.st.Reason)
 		return true
 	}
-	r.policy, r.req = out.Policy, out.Request
+	r.policy, r.req, r.ledgerID = out.Policy, out.Request, out.LedgerID
 	r.st.Warnings = out.Warnings
 	for _, w := range out.Warnings {
 		r.note("warning: %s", w)
@@ -383,7 +386,14 @@ func (r *run) send() (State, bool) {
 	if wait := lastAt.Sub(workflow.Now(r.ctx)); wait > 0 {
 		_ = workflow.Sleep(r.ctx, wait)
 	}
-	return r.sent(r.sendAttempts(deadline.Sub(workflow.Now(r.ctx))+r.policy.AttemptTimeout+activities.AttemptSlack, 1))
+	// A worker that was down when the timer fired may take this step up
+	// only after the window closed: then there is no last attempt.
+	left := deadline.Sub(workflow.Now(r.ctx))
+	if left <= 0 {
+		r.note("the replay window of %s closed before its last attempt could start (no worker ran the run in time): reconciling", r.req.Key)
+		return Reconciling, false
+	}
+	return r.sent(r.sendAttempts(left+r.policy.AttemptTimeout+activities.AttemptSlack, 1))
 }
 
 // sendAttempts runs the Send activity with the key's request under a
@@ -405,7 +415,7 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32) (activities.
 	})
 	var out activities.SendOutput
 	err := workflow.ExecuteActivity(ctx, a.Send, activities.SendInput{
-		EventKey: r.in.Key, Request: r.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay,
+		EventKey: r.in.Key, Request: r.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay, LedgerID: r.ledgerID,
 	}).Get(ctx, &out)
 	return out, err
 }
@@ -453,6 +463,13 @@ func (r *run) sent(out activities.SendOutput, err error) (State, bool) {
 		case activities.ErrWindowClosed:
 			r.note("%s", appErr.Message())
 			return Reconciling, false
+		case activities.ErrFenced:
+			// A later run holds the event: this one sends nothing more,
+			// and leaves the settle to that run.
+			r.claimed = false
+			r.st.Reason = appErr.Message()
+			r.note("%s", appErr.Message())
+			return Failed, false
 		}
 	}
 	r.lastSend = errorMessage(err)
@@ -608,7 +625,7 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 	})
 	var out activities.ReconcileOutput
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
-		EventKey: r.in.Key, Provider: r.in.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart,
+		EventKey: r.in.Key, Provider: r.in.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
 	}).Get(ctx, &out)
 	return out, err
 }
@@ -820,7 +837,7 @@ func (r *run) finish() (Result, error) {
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute},
 		})
 		if err := workflow.ExecuteActivity(ctx, a.Settle, activities.SettleInput{
-			Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary,
+			Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
 		}).Get(ctx, nil); err != nil {
 			r.note("could not settle the event in the ledger: %s", errorMessage(err))
 		}
@@ -866,7 +883,7 @@ func (r *run) settle() {
 	})
 	var out activities.SettleOutput
 	err := workflow.ExecuteActivity(ctx, a.Settle, activities.SettleInput{
-		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary,
+		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
 	}).Get(ctx, &out)
 	switch {
 	case err != nil:

@@ -1,0 +1,323 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgMigrations are applied in order, once each, under an advisory lock so
+// that several workers starting at once migrate once. Append only.
+var pgMigrations = []string{
+	1: `
+CREATE TABLE ledger_identity (
+	id         text PRIMARY KEY,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE events (
+	key            text PRIMARY KEY,
+	provider       text NOT NULL,
+	recipient      text NOT NULL,
+	sender         text NOT NULL DEFAULT '',
+	body_text      text NOT NULL,
+	fingerprint    text NOT NULL,
+	workflow_id    text NOT NULL,
+	run_id         text NOT NULL,
+	created_at     timestamptz NOT NULL,
+	outcome        text NOT NULL DEFAULT '',
+	outcome_reason text NOT NULL DEFAULT '',
+	message_id     text NOT NULL DEFAULT '',
+	settled_at     timestamptz
+);
+CREATE TABLE attempts (
+	event_key     text NOT NULL REFERENCES events(key),
+	send_key      text NOT NULL,
+	run_id        text NOT NULL,
+	attempt       integer NOT NULL,
+	fingerprint   text NOT NULL,
+	started_at    timestamptz NOT NULL DEFAULT now(),
+	ended_at      timestamptz,
+	outcome       text NOT NULL DEFAULT '',
+	http_status   integer NOT NULL DEFAULT 0,
+	provider_code text NOT NULL DEFAULT '',
+	message_id    text NOT NULL DEFAULT '',
+	replay        boolean NOT NULL DEFAULT false,
+	reason        text NOT NULL DEFAULT '',
+	PRIMARY KEY (send_key, run_id, attempt)
+);
+CREATE INDEX attempts_by_event ON attempts (event_key, started_at);
+-- The window check: the first attempt under a send key.
+CREATE INDEX attempts_by_send_key ON attempts (send_key, started_at);
+`,
+}
+
+// migrationLock is the advisory lock key the migrations run under.
+const migrationLock = 0x736d736f7263 // "smsorc"
+
+// Postgres is the ledger on PostgreSQL, shared by every worker of a
+// fleet. What several writers need is in the statements, not in
+// check-then-insert code: the claim is INSERT … ON CONFLICT then a locked
+// read, attempt times come from the database clock, an attempt is written
+// only while its run holds the event, and the first settle wins.
+type Postgres struct {
+	pool *pgxpool.Pool
+	desc string
+	id   string
+}
+
+var _ Ledger = (*Postgres)(nil)
+
+// IsPostgresDSN reports whether a ledger address names PostgreSQL.
+func IsPostgresDSN(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// OpenPostgres connects to the database at dsn and applies the
+// migrations it lacks.
+func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: the Postgres address is not a valid DSN (write postgres://user@host:5432/dbname): %w", err)
+	}
+	p := &Postgres{desc: redact(dsn)}
+	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("ledger: connect to %s: %w", p.desc, err)
+	}
+	if err := p.migrate(ctx); err != nil {
+		p.pool.Close()
+		return nil, err
+	}
+	if err := p.pool.QueryRow(ctx, `SELECT id FROM ledger_identity`).Scan(&p.id); err != nil {
+		p.pool.Close()
+		return nil, fmt.Errorf("ledger: read the identity of %s: %w", p.desc, err)
+	}
+	return p, nil
+}
+
+// redact drops the password from a DSN for logs and errors.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres (unreadable address)"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	return u.String()
+}
+
+func (p *Postgres) migrate(ctx context.Context) error {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger: connect to %s: %w (is PostgreSQL running, and does the database exist?)", p.desc, err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+		return fmt.Errorf("ledger: lock %s for migrations: %w", p.desc, err)
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock) }()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("ledger: %s: %w", p.desc, err)
+	}
+	var have int
+	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("ledger: read the schema version: %w", err)
+	}
+	if have > len(pgMigrations)-1 {
+		return fmt.Errorf("ledger: %s has schema version %d, newer than this program knows (%d): run a newer build", p.desc, have, len(pgMigrations)-1)
+	}
+	for v := have + 1; v < len(pgMigrations); v++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, pgMigrations[v]); err != nil {
+				return err
+			}
+			if v == 1 {
+				if _, err := tx.Exec(ctx, `INSERT INTO ledger_identity (id) VALUES ($1)`, newIdentity()); err != nil {
+					return err
+				}
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("ledger: migration %d: %w", v, err)
+		}
+	}
+	return nil
+}
+
+// Close implements Ledger.
+func (p *Postgres) Close() error {
+	p.pool.Close()
+	return nil
+}
+
+// Identity implements Ledger.
+func (p *Postgres) Identity() string { return p.id }
+
+// Describe implements Ledger.
+func (p *Postgres) Describe() string { return p.desc }
+
+// Now implements Ledger: the database's clock.
+func (p *Postgres) Now(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := p.pool.QueryRow(ctx, `SELECT now()`).Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("ledger: read the database clock: %w", err)
+	}
+	return t, nil
+}
+
+const pgEventColumns = `key, provider, recipient, sender, body_text, fingerprint, workflow_id, run_id, created_at,
+	outcome, outcome_reason, message_id, settled_at,
+	(SELECT MIN(started_at) FROM attempts WHERE send_key = events.key)`
+
+func scanEvent(row pgx.Row, key string) (Event, error) {
+	var e Event
+	var settled, first *time.Time
+	err := row.Scan(&e.Key, &e.Provider, &e.Recipient, &e.Sender, &e.Text, &e.Fingerprint, &e.WorkflowID, &e.RunID, &e.CreatedAt,
+		&e.Outcome, &e.Reason, &e.MessageID, &settled, &first)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Event{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("ledger: read event %s: %w", key, err)
+	}
+	e.CreatedAt = e.CreatedAt.UTC()
+	if settled != nil {
+		e.SettledAt = settled.UTC()
+	}
+	if first != nil {
+		e.FirstAttemptAt = first.UTC()
+	}
+	return e, nil
+}
+
+// Claim implements Ledger: INSERT … ON CONFLICT, then the row read under
+// a lock, so two workers claiming at once see one record.
+func (p *Postgres) Claim(ctx context.Context, e Event) (Claim, error) {
+	var out Claim
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO events (key, provider, recipient, sender, body_text, fingerprint, workflow_id, run_id, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO NOTHING`,
+			e.Key, e.Provider, e.Recipient, e.Sender, e.Text, e.Fingerprint, e.WorkflowID, e.RunID, e.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("ledger: claim %s: %w", e.Key, err)
+		}
+		stored, err := scanEvent(tx.QueryRow(ctx, `SELECT `+pgEventColumns+` FROM events WHERE key = $1 FOR UPDATE`, e.Key), e.Key)
+		if err != nil {
+			return err
+		}
+		out = Claim{Event: stored, Created: tag.RowsAffected() == 1}
+		if out.Created {
+			return nil
+		}
+		if err := compare(stored, e); err != nil {
+			return err
+		}
+		if !stored.Settled() && stored.RunID != e.RunID {
+			if _, err := tx.Exec(ctx, `UPDATE events SET workflow_id = $1, run_id = $2 WHERE key = $3`, e.WorkflowID, e.RunID, e.Key); err != nil {
+				return fmt.Errorf("ledger: move %s to run %s: %w", e.Key, e.RunID, err)
+			}
+			out.Event.WorkflowID, out.Event.RunID = e.WorkflowID, e.RunID
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Event implements Ledger.
+func (p *Postgres) Event(ctx context.Context, key string) (Event, error) {
+	return scanEvent(p.pool.QueryRow(ctx, `SELECT `+pgEventColumns+` FROM events WHERE key = $1`, key), key)
+}
+
+// BeginAttempt implements Ledger. The start time is the database's; the
+// row is written only while the event is held by the attempt's run.
+func (p *Postgres) BeginAttempt(ctx context.Context, a Attempt) error {
+	tag, err := p.pool.Exec(ctx, `INSERT INTO attempts (event_key, send_key, run_id, attempt, fingerprint)
+		SELECT $1, $2, $3, $4, $5 FROM events WHERE key = $1 AND run_id = $3
+		ON CONFLICT (send_key, run_id, attempt) DO NOTHING`,
+		a.EventKey, a.SendKey, a.RunID, a.Number, a.Fingerprint)
+	if err != nil {
+		return fmt.Errorf("ledger: record the start of attempt %d of %s: %w", a.Number, a.SendKey, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var holder string
+	err = p.pool.QueryRow(ctx, `SELECT run_id FROM events WHERE key = $1`, a.EventKey).Scan(&holder)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %s (claim it before sending)", ErrNotFound, a.EventKey)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: read the holder of %s: %w", a.EventKey, err)
+	}
+	return fenced(a, holder)
+}
+
+// EndAttempt implements Ledger; the end time is the database's.
+func (p *Postgres) EndAttempt(ctx context.Context, a Attempt) error {
+	tag, err := p.pool.Exec(ctx, `UPDATE attempts SET ended_at = now(), outcome = $1, http_status = $2, provider_code = $3, message_id = $4, replay = $5, reason = $6
+		WHERE send_key = $7 AND run_id = $8 AND attempt = $9`,
+		a.Outcome, a.HTTPStatus, a.Code, a.MessageID, a.Replay, a.Reason, a.SendKey, a.RunID, a.Number)
+	if err != nil {
+		return fmt.Errorf("ledger: record the end of attempt %d of %s: %w", a.Number, a.SendKey, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("ledger: attempt %d of %s in run %s was never begun", a.Number, a.SendKey, a.RunID)
+	}
+	return nil
+}
+
+// Attempts implements Ledger.
+func (p *Postgres) Attempts(ctx context.Context, eventKey string) ([]Attempt, error) {
+	rows, err := p.pool.Query(ctx, `SELECT event_key, send_key, run_id, attempt, fingerprint, started_at, ended_at, outcome, http_status, provider_code, message_id, replay, reason
+		FROM attempts WHERE event_key = $1 ORDER BY started_at, send_key, attempt`, eventKey)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list attempts of %s: %w", eventKey, err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var a Attempt
+		var ended *time.Time
+		if err := rows.Scan(&a.EventKey, &a.SendKey, &a.RunID, &a.Number, &a.Fingerprint, &a.StartedAt, &ended, &a.Outcome, &a.HTTPStatus, &a.Code, &a.MessageID, &a.Replay, &a.Reason); err != nil {
+			return nil, fmt.Errorf("ledger: read attempts of %s: %w", eventKey, err)
+		}
+		a.StartedAt = a.StartedAt.UTC()
+		if ended != nil {
+			a.EndedAt = ended.UTC()
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// FirstAttempt implements Ledger.
+func (p *Postgres) FirstAttempt(ctx context.Context, sendKey string) (time.Time, bool, error) {
+	var first *time.Time
+	if err := p.pool.QueryRow(ctx, `SELECT MIN(started_at) FROM attempts WHERE send_key = $1`, sendKey).Scan(&first); err != nil {
+		return time.Time{}, false, fmt.Errorf("ledger: first attempt of %s: %w", sendKey, err)
+	}
+	if first == nil {
+		return time.Time{}, false, nil
+	}
+	return first.UTC(), true, nil
+}
+
+// Settle implements Ledger: the first settle wins, in the statement.
+func (p *Postgres) Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (Event, error) {
+	if outcome == "" {
+		return Event{}, errors.New("ledger: settle needs an outcome")
+	}
+	if _, err := p.pool.Exec(ctx, `UPDATE events SET outcome = $1, outcome_reason = $2, message_id = $3, settled_at = $4 WHERE key = $5 AND outcome = ''`,
+		outcome, reason, messageID, at, key); err != nil {
+		return Event{}, fmt.Errorf("ledger: settle %s: %w", key, err)
+	}
+	return p.Event(ctx, key)
+}
