@@ -612,7 +612,7 @@ func (d *drill) countMessages(ctx context.Context) error {
 		byEvent[base] = append(byEvent[base], m)
 	}
 	for _, e := range d.events {
-		e.out.Messages = byEvent[e.key]
+		e.out.Messages = append([]simulator.Message{}, byEvent[e.key]...)
 	}
 	return nil
 }
