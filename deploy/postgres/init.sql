@@ -1,0 +1,2 @@
+-- The send ledger's database; Temporal's two are made by temporal-sql-tool.
+CREATE DATABASE smsorch;
