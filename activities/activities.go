@@ -67,6 +67,8 @@ func (a *Activities) checkLedger(want string) error {
 	if want == "" || want == a.Ledger.Identity() {
 		return nil
 	}
+	a.log().Warn("refused an activity of an event that another ledger claimed; every worker on the task queue must share one ledger",
+		zap.String("ledger", a.Ledger.Describe()), zap.String("identity", a.Ledger.Identity()), zap.String("claimedBy", want))
 	return temporal.NewApplicationError(fmt.Sprintf(
 		"this worker's ledger (%s, identity %s) is not the ledger that claimed the event (identity %s): every worker on the task queue must share one ledger; the activity is retried until a worker with that ledger runs it",
 		a.Ledger.Describe(), a.Ledger.Identity(), want), ErrWrongLedger)

@@ -91,9 +91,12 @@ func (p Policy) WithDefaults() Policy {
 }
 
 // LastAttemptLead is how long before the end of the send budget the last
-// attempt of a key is scheduled: time for a worker to pick it up before
-// the Send activity's own window check would refuse it. It is the attempt
-// timeout, at most AttemptSlack.
+// attempt of a key is scheduled: time for the run's next workflow task
+// and a worker to pick the attempt up before the Send activity's own
+// window check would refuse it. It is the attempt timeout, at most
+// AttemptSlack. (It shapes the timers of runs in flight: changing it
+// needs a new workflow version.) A run whose worker comes later than that
+// reconciles instead.
 func (p Policy) LastAttemptLead() time.Duration { return min(p.AttemptTimeout, AttemptSlack) }
 
 // SendBudget is how long after a key's first attempt its last attempt may

@@ -40,6 +40,8 @@ type App struct {
 	// Sim is the provider simulator (dev mode with the simulator only).
 	Sim    *simulator.Listening
 	Ledger ledger.Ledger
+	// Activities are what the worker registered.
+	Activities *activities.Activities
 	// Namespace is the namespace the worker serves.
 	Namespace string
 	// IntakeURL is the HTTP intake's base URL ("" when off).
@@ -106,9 +108,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	if err != nil {
 		return nil, err
 	}
-	acts := &activities.Activities{Providers: providers, Policies: cfg.Policies, Ledger: a.Ledger, Logger: log.Named("activities")}
+	a.Activities = &activities.Activities{Providers: providers, Policies: cfg.Policies, Ledger: a.Ledger, Logger: log.Named("activities")}
 	a.worker = worker.New(a.Client, workflows.TaskQueue, worker.Options{})
-	Register(a.worker, acts)
+	Register(a.worker, a.Activities)
 	if err := a.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start the worker on task queue %s: %w", workflows.TaskQueue, err)
 	}

@@ -390,7 +390,7 @@ func (r *run) send() (State, bool) {
 	// only after the window closed: then there is no last attempt.
 	left := deadline.Sub(workflow.Now(r.ctx))
 	if left <= 0 {
-		r.note("the replay window of %s closed before its last attempt could start (no worker ran the run in time): reconciling", r.req.Key)
+		r.note("the replay window of %s (minus margin) ran out with the outcome unknown before its last attempt could start (no worker ran the run in time); last answer: %s", r.req.Key, r.lastSend)
 		return Reconciling, false
 	}
 	return r.sent(r.sendAttempts(left+r.policy.AttemptTimeout+activities.AttemptSlack, 1))

@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/workflows"
+)
+
+// Two workers on one task queue with two different ledgers (two SQLite
+// files, as on two hosts that were not given a shared one). The first runs
+// the workflow and the activities, the second only activities, and no
+// activity is dispatched eagerly, so each event's activities spread over
+// both. Each refuses the ledger that did not claim the event, so an
+// event's records are never split between the two; every event still
+// settles, once, in the ledger that claimed it.
+func TestTwoLedgersNeverSplitAnEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	queue := "sms-two-ledgers-" + uniqueID()
+	open := func(name string) *ledger.SQLite {
+		l, err := ledger.OpenSQLite(ctx, filepath.Join(t.TempDir(), name))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	first, second := open("host-a.db"), open("host-b.db")
+	core, logs := observer.New(zapcore.WarnLevel)
+	log := zap.New(core)
+	for i, l := range []*ledger.SQLite{first, second} {
+		w := worker.New(stack.Client, queue, worker.Options{DisableEagerActivities: true})
+		acts := &activities.Activities{Providers: stack.Activities.Providers, Policies: stack.Activities.Policies, Ledger: l, Logger: log}
+		if i == 0 {
+			app.Register(w, acts)
+		} else {
+			w.RegisterActivity(acts)
+		}
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+	}
+
+	events := make([]workflows.Input, 10)
+	results := make([]workflows.Result, len(events))
+	var wg sync.WaitGroup
+	for i := range events {
+		events[i] = input([]provider.Name{provider.Bird, provider.Sendy}[i%2], newKey("shipped"))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run, err := stack.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+				ID: events[i].Key, TaskQueue: queue, WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			}, workflows.WorkflowName, events[i])
+			require.NoError(t, err)
+			results[i], err = result(t, run)
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+
+	claimed := map[string]int{}
+	for i, in := range events {
+		require.Equal(t, workflows.Delivered, results[i].State, in.Key)
+		require.Len(t, messages(provider.Name(in.Provider), in.Key), 1, "one message for %s", in.Key)
+		_, errA := first.Event(ctx, in.Key)
+		_, errB := second.Event(ctx, in.Key)
+		require.True(t, (errA == nil) != (errB == nil), "%s is in both ledgers or in neither", in.Key)
+		var holder, other ledger.Ledger = first, second
+		if errB == nil {
+			holder, other = second, first
+		}
+		claimed[holder.Identity()]++
+		e, err := holder.Event(ctx, in.Key)
+		require.NoError(t, err)
+		require.Equal(t, "Delivered", e.Outcome, "%s settled in the ledger that claimed it", in.Key)
+		attempts, err := holder.Attempts(ctx, in.Key)
+		require.NoError(t, err)
+		require.NotEmpty(t, attempts)
+		none, err := other.Attempts(ctx, in.Key)
+		require.NoError(t, err)
+		require.Empty(t, none, "no attempt of %s in the other ledger", in.Key)
+	}
+	refused := logs.FilterMessageSnippet("another ledger claimed").Len()
+	t.Logf("events claimed per ledger: %v; activities refused for the wrong ledger: %d", claimed, refused)
+	require.Positive(t, refused, "activities spread over both workers met the wrong ledger")
+}
