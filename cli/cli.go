@@ -300,6 +300,20 @@ func (c *cmd) status(ctx context.Context, args []string) error {
 	})
 }
 
+// writeFindings prints what a person must know beyond the state: a
+// duplicate proven or possible, and every resend with its basis.
+func writeFindings(w io.Writer, r workflows.Result) {
+	switch {
+	case r.DuplicateSend:
+		fmt.Fprintln(w, "  DUPLICATE SEND: several accepted messages for one key (run smsctl audit "+r.Key+")")
+	case r.PossibleDuplicate:
+		fmt.Fprintln(w, "  POSSIBLE DUPLICATE: a second message may exist that the provider's records cannot confirm (see the timeline)")
+	}
+	for _, rs := range r.Resends {
+		fmt.Fprintf(w, "  resend %s decided by %s (%s): %s\n", rs.Key, rs.By, rs.Reason, rs.Basis)
+	}
+}
+
 func writeStatus(w io.Writer, st workflows.Status) {
 	fmt.Fprintf(w, "%s: %s\n", st.Key, st.State)
 	if st.Reason != "" {
@@ -307,9 +321,7 @@ func writeStatus(w io.Writer, st workflows.Status) {
 	}
 	fmt.Fprintf(w, "  to %s via %s; keys %s\n", st.To, st.Provider, strings.Join(st.KeysUsed, ", "))
 	fmt.Fprintf(w, "  messages: %s (delivery: %s); attempts %d, replays %d\n", orNone(strings.Join(st.MessageIDs, ", ")), orNone(st.DeliveryStatus), st.Attempts, st.Replays)
-	if st.DuplicateSend {
-		fmt.Fprintln(w, "  DUPLICATE SEND: several accepted messages for one key (run smsctl audit "+st.Key+")")
-	}
+	writeFindings(w, st.Result)
 	if st.State == workflows.AwaitingDecision {
 		fmt.Fprintf(w, "  awaiting a decision until %s: smsctl resend|cancel %s --reason ... --by ...\n", st.DecisionDeadline.UTC().Format(time.RFC3339), st.Key)
 	}
@@ -381,6 +393,7 @@ func (c *cmd) waitFor(ctx context.Context, s *starter.Starter, key string) error
 	c.print(res, func(w io.Writer) {
 		fmt.Fprintf(w, "%s ended %s: %s\n", res.Key, res.State, res.Reason)
 		fmt.Fprintf(w, "  messages: %s; attempts %d, replays %d; keys %s\n", orNone(strings.Join(res.MessageIDs, ", ")), res.Attempts, res.Replays, strings.Join(res.KeysUsed, ", "))
+		writeFindings(w, res)
 	})
 	if res.State == workflows.Failed {
 		return fmt.Errorf("the run of %s failed: %s", key, res.Reason)

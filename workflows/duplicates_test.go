@@ -157,6 +157,7 @@ func TestOneLastAttemptCollectsTheStoredAnswerBeforeTheWindowCloses(t *testing.T
 	require.Equal(t, Delivered, res.State)
 	require.Equal(t, []string{"s-1"}, res.MessageIDs)
 	require.Equal(t, 1, res.Replays)
+	require.Equal(t, len(h.sends), res.Attempts, "every attempt is counted, the retries' and the last one")
 	last := h.sendAt[len(h.sendAt)-1]
 	require.Less(t, last, h.policy.SendBudget(), "still inside the window")
 	require.Greater(t, last, h.policy.SendBudget()-time.Minute, "as late as the window allows")

@@ -379,6 +379,7 @@ func (r *run) send() (State, bool) {
 		if err == nil || !windowRanOut(err) {
 			return r.sent(out, err)
 		}
+		r.countFailed(err)
 		r.lastSend = errorMessage(err)
 		r.note("retries of %s ended without an answer that settles it (last: %s); one last attempt with the same key and bytes at %s collects any answer the provider stored meanwhile",
 			r.req.Key, r.lastSend, lastAt.UTC().Format(time.RFC3339))
@@ -448,13 +449,9 @@ func (r *run) sent(out activities.SendOutput, err error) (State, bool) {
 		return Accepted, false
 	}
 
-	var failure activities.SendFailure
+	r.countFailed(err)
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.HasDetails() {
-		_ = appErr.Details(&failure)
-		r.st.Attempts += int(failure.Attempt)
-	}
-	if appErr != nil {
+	if errors.As(err, &appErr) {
 		switch appErr.Type() {
 		case activities.ErrRejected, activities.ErrKeyConflict, activities.ErrInvalidRequest:
 			r.st.Reason = appErr.Message()
@@ -479,6 +476,15 @@ func (r *run) sent(out activities.SendOutput, err error) (State, bool) {
 		r.note("the send ended with the outcome unknown (%s): reconciling", r.lastSend)
 	}
 	return Reconciling, false
+}
+
+// countFailed adds the attempts of a send that failed to the count.
+func (r *run) countFailed(err error) {
+	var failure activities.SendFailure
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&failure) == nil {
+		r.st.Attempts += int(failure.Attempt)
+	}
 }
 
 // possibleDuplicate records that a second message may exist that no
