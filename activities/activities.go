@@ -249,23 +249,12 @@ func sendKeys(attempts []ledger.Attempt) []SendKey {
 	return out
 }
 
-// Uncertain reports an attempt that may have taken effect without our
-// knowing: no certain answer (unknown, in progress behind another request
-// with the key), or no end recorded at all (cut off by a crash).
-func Uncertain(at ledger.Attempt) bool {
-	switch provider.Outcome(at.Outcome) {
-	case provider.Unknown, provider.InProgress, "":
-		return true
-	}
-	return false
-}
-
 // lastUncertain returns the start of the latest uncertain attempt among
 // those selected, or zero.
 func lastUncertain(attempts []ledger.Attempt, selected func(ledger.Attempt) bool) time.Time {
 	var last time.Time
 	for _, at := range attempts {
-		if selected(at) && Uncertain(at) && at.StartedAt.After(last) {
+		if selected(at) && at.Uncertain() && at.StartedAt.After(last) {
 			last = at.StartedAt
 		}
 	}
@@ -304,6 +293,10 @@ type SendInput struct {
 	InProgressDelay time.Duration `json:"inProgressDelay"`
 	// LedgerID is the ledger that claimed the event (PrepareOutput).
 	LedgerID string `json:"ledgerId,omitempty"`
+	// AfterRetries marks the last attempt of a key, a new activity after
+	// the retries' one: its ledger rows are numbered after theirs, so it
+	// never overwrites the record of an earlier attempt of the run.
+	AfterRetries bool `json:"afterRetries,omitempty"`
 }
 
 // SendOutput is the attempt that got the message accepted.
@@ -357,8 +350,16 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 			fmt.Sprintf("the replay window of %s closed: first attempt %s, budget %s; another attempt could send a second SMS, so the run reconciles instead",
 				req.Key, first.UTC().Format(time.RFC3339), in.Budget), ErrWindowClosed, nil)
 	}
+	number := int(info.Attempt)
+	if in.AfterRetries {
+		base, err := a.lastNumber(ctx, in.EventKey, req.Key, info.WorkflowExecution.RunID)
+		if err != nil {
+			return SendOutput{}, err // nothing sent yet: safe to retry
+		}
+		number += base
+	}
 	row := ledger.Attempt{
-		EventKey: in.EventKey, SendKey: req.Key, RunID: info.WorkflowExecution.RunID, Number: int(info.Attempt),
+		EventKey: in.EventKey, SendKey: req.Key, RunID: info.WorkflowExecution.RunID, Number: number,
 		Fingerprint: req.Fingerprint(), StartedAt: now,
 	}
 	if err := a.Ledger.BeginAttempt(ctx, row); errors.Is(err, ledger.ErrFenced) {
@@ -390,6 +391,21 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		return out, nil
 	}
 	return SendOutput{}, AttemptError(res, info.Attempt, in.InProgressDelay)
+}
+
+// lastNumber is the highest attempt number the run recorded for a key.
+func (a *Activities) lastNumber(ctx context.Context, eventKey, sendKey, runID string) (int, error) {
+	attempts, err := a.Ledger.Attempts(ctx, eventKey)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, at := range attempts {
+		if at.SendKey == sendKey && at.RunID == runID {
+			n = max(n, at.Number)
+		}
+	}
+	return n, nil
 }
 
 // AttemptError turns an attempt that did not get the message accepted into
@@ -462,6 +478,9 @@ type ReconcileOutput struct {
 	// LastUncertainAt is the start of the latest attempt under the keys
 	// that ended without a certain answer or never ended; zero if none.
 	LastUncertainAt time.Time `json:"lastUncertainAt"`
+	// Unsearchable are the keys the provider's records cannot speak for,
+	// with how many of their attempts may have sent a message.
+	Unsearchable []reconcile.Unsearchable `json:"unsearchable,omitempty"`
 }
 
 // Reconcile looks for the event's messages in our ledger and in the
@@ -485,7 +504,7 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 		want[k] = true
 	}
 	return ReconcileOutput{
-		Messages: found.Messages, Searched: found.Searched, How: found.How, ByKey: found.ByKey,
+		Messages: found.Messages, Searched: found.Searched, How: found.How, ByKey: found.ByKey, Unsearchable: found.Unsearchable,
 		LastUncertainAt: lastUncertain(found.Attempts, func(at ledger.Attempt) bool { return want[at.SendKey] }),
 	}, nil
 }

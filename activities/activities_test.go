@@ -478,3 +478,60 @@ func TestTheWrongLedgerIsRefusedAndTheRightOneGoesOn(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, attempts, 1, "every attempt is in the ledger that claimed the event")
 }
+
+// The last attempt of a key is a new activity whose attempt number starts
+// at 1 again: it is recorded after the retries' rows, never over the
+// first one, whose unknown outcome still makes the acceptance uncertain.
+func TestTheLastAttemptIsRecordedAfterTheRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p, err := prepare(t, b, event)
+	require.NoError(t, err)
+	run := "default-test-run-id" // the test environment's
+	t0 := b.sim.Now().Add(-time.Minute).Truncate(time.Microsecond)
+	for n, outcome := range []provider.Outcome{provider.Unknown, provider.NotExecuted, provider.NotExecuted} {
+		row := ledger.Attempt{EventKey: event.Key, SendKey: event.Key, RunID: run, Number: n + 1, StartedAt: t0.Add(time.Duration(n) * time.Second)}
+		require.NoError(t, b.led.BeginAttempt(ctx, row))
+		row.EndedAt, row.Outcome = row.StartedAt, string(outcome)
+		require.NoError(t, b.led.EndAttempt(ctx, row))
+	}
+	out, err := send(t, b, SendInput{EventKey: event.Key, Request: p.Request, Budget: time.Hour, AfterRetries: true})
+	require.NoError(t, err)
+	require.True(t, out.Uncertain, "attempt 1's unknown outcome is still on record")
+	require.Equal(t, t0.UTC(), out.UncertainSince.UTC())
+	rows, err := b.led.Attempts(ctx, event.Key)
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	require.Equal(t, string(provider.Unknown), rows[0].Outcome)
+	require.Equal(t, 4, rows[3].Number)
+	require.Equal(t, string(provider.Accepted), rows[3].Outcome)
+}
+
+// At Sendy a key is searched only through the ids recorded under it: a
+// resend key whose attempts all ended without an answer cannot be searched,
+// even though the first key's message can be looked up.
+func TestSendyCannotBeSearchedForAKeyWithoutAnID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	start := b.sim.Now()
+	in := PrepareInput{Key: "order-8-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 8 has shipped."}
+	p, err := prepare(t, b, in)
+	require.NoError(t, err)
+	_, err = send(t, b, SendInput{EventKey: in.Key, Request: p.Request, Budget: time.Hour})
+	require.NoError(t, err)
+	resendKey := in.Key + "~resend-1"
+	row := ledger.Attempt{EventKey: in.Key, SendKey: resendKey, RunID: "default-test-run-id", Number: 1, StartedAt: b.sim.Now()}
+	require.NoError(t, b.led.BeginAttempt(ctx, row))
+	row.EndedAt, row.Outcome = row.StartedAt, string(provider.Unknown)
+	require.NoError(t, b.led.EndAttempt(ctx, row))
+
+	out := runReconcile(t, b, ReconcileInput{EventKey: in.Key, Provider: "sendy", Keys: []string{in.Key, resendKey}, Since: start})
+	require.Len(t, out.Messages, 1, "the first key's message is found by its id")
+	require.False(t, out.Searched, "but nothing can be said of the resend key")
+	require.Contains(t, out.How, "sendy cannot be searched for "+resendKey)
+
+	first := runReconcile(t, b, ReconcileInput{EventKey: in.Key, Provider: "sendy", Keys: []string{in.Key}, Since: start})
+	require.True(t, first.Searched, "the first key alone is searched through its id")
+}

@@ -60,6 +60,15 @@ type Config struct {
 	// DownShare is the share of events whose provider stays down (500 on
 	// every attempt under the event key) past the window. Default 0.05.
 	DownShare float64
+	// LateShare is the share of events whose first attempt takes effect
+	// without storing its answer and whose second is rate limited past the
+	// window, so the last attempt makes a second message. Default 0.03.
+	LateShare float64
+	// SecondKeyShare is the share of events whose first message fails and
+	// whose resend key's first attempt takes effect without storing its
+	// answer while every later one fails: the resend's outcome is unknown
+	// with a message behind it. Default 0.03.
+	SecondKeyShare float64
 	// Hang is how long hung requests wait before they take effect, and
 	// LockLifetime Bird's in-flight lock: shorter than the hang, so a
 	// retry meanwhile sends too. Defaults 4 s and 3 s.
@@ -80,6 +89,8 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.Window, 40*time.Second)
 	orDefault(&c.FaultRate, 0.01)
 	orDefault(&c.DownShare, 0.05)
+	orDefault(&c.LateShare, 0.03)
+	orDefault(&c.SecondKeyShare, 0.03)
 	orDefault(&c.Hang, 4*time.Second)
 	orDefault(&c.LockLifetime, 3*time.Second)
 	orDefault(&c.Concurrency, 32)
@@ -118,8 +129,10 @@ type event struct {
 	e    starter.Event
 	key  string
 	down bool
-	mu   sync.Mutex
-	out  Outcome
+	// slice names the event's scripted faults: "down", "late", "second-key" or "".
+	slice string
+	mu    sync.Mutex
+	out   Outcome
 }
 
 func (d *drill) logf(format string, args ...any) {
@@ -227,8 +240,17 @@ func (d *drill) plan() {
 		if err != nil {
 			panic(err) // the ids above are always valid
 		}
-		ev := &event{e: e, key: string(k), down: d.rng.Float64() < d.cfg.DownShare}
-		ev.out = Outcome{Key: ev.key, Provider: provider.Name(e.Provider), Down: ev.down}
+		ev := &event{e: e, key: string(k)}
+		switch x := d.rng.Float64(); {
+		case x < d.cfg.DownShare:
+			ev.slice = "down"
+		case x < d.cfg.DownShare+d.cfg.LateShare:
+			ev.slice = "late"
+		case x < d.cfg.DownShare+d.cfg.LateShare+d.cfg.SecondKeyShare:
+			ev.slice = "second-key"
+		}
+		ev.down = ev.slice == "down"
+		ev.out = Outcome{Key: ev.key, Provider: provider.Name(e.Provider), Down: ev.down, Slice: ev.slice}
 		d.events = append(d.events, ev)
 	}
 }
@@ -237,9 +259,23 @@ func (d *drill) plan() {
 // fires applies), then every fault kind by rate on both providers.
 func (d *drill) installFaults() error {
 	var rules []simulator.Fault
+	slices := map[string]int{}
 	for _, e := range d.events {
-		if e.down {
-			rules = append(rules, simulator.Fault{Kind: simulator.Error5xx, Provider: e.e.Provider, Key: e.key, Rate: 1})
+		p := e.e.Provider
+		slices[e.slice]++
+		switch e.slice {
+		case "down":
+			rules = append(rules, simulator.Fault{Kind: simulator.Error5xx, Provider: p, Key: e.key, Rate: 1})
+		case "late":
+			rules = append(rules,
+				simulator.Fault{Kind: simulator.Unstored, Provider: p, Key: e.key, Count: 1},
+				simulator.Fault{Kind: simulator.RateLimit, Provider: p, Key: e.key, Count: 1, Delay: simulator.Duration(2 * d.cfg.Window)})
+		case "second-key":
+			resend := e.key + "~resend-1"
+			rules = append(rules,
+				simulator.Fault{Kind: simulator.FailDelivery, Provider: p, Key: e.key, Count: 1},
+				simulator.Fault{Kind: simulator.Unstored, Provider: p, Key: resend, Count: 1},
+				simulator.Fault{Kind: simulator.Error5xx, Provider: p, Key: resend, Rate: 1})
 		}
 	}
 	hang := simulator.Duration(d.cfg.Hang)
@@ -268,18 +304,9 @@ func (d *drill) installFaults() error {
 		body, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("drill: install faults: %d %s", resp.StatusCode, body)
 	}
-	d.logf("installed %d fault rules (rate %.3f per kind; %d events down past the window)", len(rules), d.cfg.FaultRate, countDown(d.events))
+	d.logf("installed %d fault rules (rate %.3f per kind); scripted events: %d down past the window, %d late second message, %d unknown resend",
+		len(rules), d.cfg.FaultRate, slices["down"], slices["late"], slices["second-key"])
 	return nil
-}
-
-func countDown(es []*event) int {
-	n := 0
-	for _, e := range es {
-		if e.down {
-			n++
-		}
-	}
-	return n
 }
 
 func (d *drill) workerArgs() []string {

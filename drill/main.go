@@ -26,6 +26,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Window, "window", 40*time.Second, "the providers' replay window (simulator and worker)")
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", 0.01, "share of send requests that get each fault kind")
 	fs.Float64Var(&cfg.DownShare, "down-share", 0.05, "share of events whose provider stays down past the window")
+	fs.Float64Var(&cfg.LateShare, "late-share", 0.03, "share of events whose first attempt takes effect unstored and whose retries are rate limited past the window")
+	fs.Float64Var(&cfg.SecondKeyShare, "second-key-share", 0.03, "share of events whose message fails and whose resend's outcome stays unknown with a message behind it")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 32, "events started at once")
 	dir := fs.String("dir", "", "working directory for state and logs (default: a new temporary directory, kept on failure)")
 	jsonOut := fs.String("json", "", "also write the summaries and every event's outcome as JSON to this file")

@@ -20,6 +20,8 @@ type Outcome struct {
 	Provider provider.Name `json:"provider"`
 	// Down is true for the events whose provider stayed down past the window.
 	Down bool `json:"down,omitempty"`
+	// Slice names the event's scripted faults, if any (see Config).
+	Slice string `json:"slice,omitempty"`
 	// Started and Existing count the starts answered "started a run" and
 	// "the run already exists"; AfterSettled is what the start made after
 	// the run had ended ("existing" is right).
@@ -81,8 +83,10 @@ type Summary struct {
 	Messages     int            `json:"providerMessages"`
 	LiveMessages int            `json:"liveMessages"`
 	// DuplicatesReported are events with more than one live message that
-	// the run or the audit reports.
-	DuplicatesReported int `json:"duplicatesReported"`
+	// the run or the audit reports; DuplicatesReportedByRun those the run
+	// itself reports (proven or possible).
+	DuplicatesReported      int `json:"duplicatesReported"`
+	DuplicatesReportedByRun int `json:"duplicatesReportedByRun"`
 	// PossibleReported are runs that report a possible duplicate (whether
 	// or not a second message exists).
 	PossibleReported int `json:"possibleDuplicatesReported"`
@@ -139,6 +143,9 @@ func Summarize(seed uint64, kills int, outs []Outcome) Summary {
 				s.SilentDuplicates = append(s.SilentDuplicates, o.Key)
 			default:
 				s.DuplicatesReported++
+				if o.Result.DuplicateSend || o.Result.PossibleDuplicate {
+					s.DuplicatesReportedByRun++
+				}
 				if len(o.Result.BlindResends) > 0 {
 					s.BlindDuplicates++
 				}
@@ -196,7 +203,7 @@ func (s Summary) Print(w io.Writer) {
 		row("  runs "+k, s.States[k])
 	}
 	row("provider messages (live)", fmt.Sprintf("%d (%d)", s.Messages, s.LiveMessages))
-	row("duplicates reported by the run or the audit", s.DuplicatesReported)
+	row("duplicates reported by the run or the audit / by the run", fmt.Sprintf("%d / %d", s.DuplicatesReported, s.DuplicatesReportedByRun))
 	row("runs reporting a possible duplicate", s.PossibleReported)
 	row("resends / blind (forced) / duplicates they caused", fmt.Sprintf("%d / %d / %d", s.Resends, s.BlindResends, s.BlindDuplicates))
 	row("SILENT DUPLICATES", len(s.SilentDuplicates))

@@ -57,6 +57,7 @@ func TestSummarizeFindsEveryViolation(t *testing.T) {
 	require.Equal(t, []string{"h"}, s.SecondStarts)
 	require.Equal(t, []string{"h"}, s.StartedAfterSettled)
 	require.Equal(t, 2, s.DuplicatesReported, "b and i")
+	require.Equal(t, 2, s.DuplicatesReportedByRun)
 	require.Equal(t, 1, s.BlindDuplicates)
 	require.Equal(t, 1, s.BlindResends)
 	require.Equal(t, 3, s.Resends)

@@ -358,3 +358,32 @@ func TestSettledEventIsNotSentAgainEvenByANewRun(t *testing.T) {
 	require.Contains(t, res.Reason, "already sent as message m-from-last-month")
 	require.Empty(t, sim().Requests(simulator.Filter{Key: in.Key}), "nothing reached the provider")
 }
+
+// Bird: attempt 1 hangs with its lock expired; the retry is accepted and
+// its message fails delivery at once; a resend is decided. The hung
+// attempt lands meanwhile. The resend waits until the hung attempt can no
+// longer take effect, searches, finds the landed message alive and
+// follows it: nothing is resent.
+func TestAResendWaitsForAHungAttemptToLand(t *testing.T) {
+	t.Parallel()
+	in := resendWhileAHungAttemptLands(t)
+	res, err := result(t, stack.Client.GetWorkflow(context.Background(), in.Key, ""))
+	require.NoError(t, err)
+	require.Equal(t, workflows.Delivered, res.State)
+	require.Empty(t, res.Resends, "the landed message was followed")
+	require.Empty(t, messages(provider.Bird, in.Key+"~resend-1"))
+	require.Len(t, messages(provider.Bird, in.Key), 2, "the failed one and the one that landed")
+}
+
+func resendWhileAHungAttemptLands(t *testing.T) workflows.Input {
+	t.Helper()
+	in := input(provider.Bird, newKey("shipped"))
+	fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+	fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
+	_, err := start(context.Background(), in)
+	require.NoError(t, err)
+	awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", workflows.SignalResend,
+		map[string]string{"reason": "the message failed", "by": "ivy"}))
+	return in
+}

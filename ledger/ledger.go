@@ -67,6 +67,18 @@ type Attempt struct {
 // Open reports whether the attempt never recorded its end.
 func (a Attempt) Open() bool { return a.EndedAt.IsZero() }
 
+// Uncertain reports an attempt that may have taken effect without our
+// knowing: no certain answer (unknown, or in progress behind another
+// request with the key), or no end recorded at all (cut off by a crash).
+// The outcome names are provider.Outcome's.
+func (a Attempt) Uncertain() bool {
+	switch a.Outcome {
+	case "unknown", "in_progress", "":
+		return true
+	}
+	return false
+}
+
 // Claim is the answer to claiming an event key.
 type Claim struct {
 	// Event is the record as stored after the claim.

@@ -239,8 +239,10 @@ func (p *Postgres) Event(ctx context.Context, key string) (Event, error) {
 // BeginAttempt implements Ledger. The start time is the database's; the
 // row is written only while the event is held by the attempt's run.
 func (p *Postgres) BeginAttempt(ctx context.Context, a Attempt) error {
+	// FOR SHARE waits for a claim that is moving the event to another run
+	// and then reads the moved row: no attempt slips in behind a claim.
 	tag, err := p.pool.Exec(ctx, `INSERT INTO attempts (event_key, send_key, run_id, attempt, fingerprint)
-		SELECT $1, $2, $3, $4, $5 FROM events WHERE key = $1 AND run_id = $3
+		SELECT $1, $2, $3, $4, $5 FROM events WHERE key = $1 AND run_id = $3 FOR SHARE
 		ON CONFLICT (send_key, run_id, attempt) DO NOTHING`,
 		a.EventKey, a.SendKey, a.RunID, a.Number, a.Fingerprint)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/acme/smsorch/ledger"
@@ -44,6 +45,9 @@ type Found struct {
 	// ByKey is true when the provider was searched by key (it can list its
 	// messages), not only by the ids we know.
 	ByKey bool
+	// Unsearchable are the keys no search can speak for (no list endpoint,
+	// uncertain attempts, no message id).
+	Unsearchable []Unsearchable
 }
 
 // Search runs the query against the ledger and the provider. A provider
@@ -104,10 +108,50 @@ func Search(ctx context.Context, led ledger.Ledger, c provider.Client, q Query) 
 		}
 		out.Searched, out.ByKey = true, true
 		out.How += fmt.Sprintf("; searched %d %s message(s) from %s to %s by key", len(listed), c.Name(), from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
-	} else if !out.Searched {
-		out.How += fmt.Sprintf("; %s has no list endpoint and no message id was recorded, so its records cannot be searched", c.Name())
+	} else {
+		out.Unsearchable = unsearchableKeys(q.Keys, attempts)
+		if !out.Searched {
+			out.How += fmt.Sprintf("; %s has no list endpoint and no message id was recorded, so its records cannot be searched", c.Name())
+		} else if len(out.Unsearchable) > 0 {
+			// A key's message may exist without any id we know: looking up
+			// the other keys' ids says nothing about it.
+			out.Searched = false
+			var blind []string
+			for _, u := range out.Unsearchable {
+				blind = append(blind, u.Key)
+			}
+			out.How += fmt.Sprintf("; %s cannot be searched for %s: an attempt ended without a certain answer and no message id was recorded under it", c.Name(), strings.Join(blind, ", "))
+		}
 	}
 	return out, nil
+}
+
+// Unsearchable is a key, at a provider without a list endpoint, whose
+// attempts include some without a certain answer and none with a message
+// id: each of those attempts may have sent a message no search can find.
+type Unsearchable struct {
+	Key       string `json:"key"`
+	Uncertain int    `json:"uncertain"`
+}
+
+// unsearchableKeys lists the unsearchable keys, in the order given.
+func unsearchableKeys(keys []string, attempts []ledger.Attempt) []Unsearchable {
+	var out []Unsearchable
+	for _, k := range keys {
+		hasID, uncertain := false, 0
+		for _, at := range attempts {
+			if at.SendKey == k {
+				hasID = hasID || at.MessageID != ""
+				if at.Uncertain() {
+					uncertain++
+				}
+			}
+		}
+		if uncertain > 0 && !hasID {
+			out = append(out, Unsearchable{Key: k, Uncertain: uncertain})
+		}
+	}
+	return out
 }
 
 // AcceptedByKey groups the accepted message ids of an event by send key,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/reconcile"
 )
 
 // lookups mocks Reconcile with a function of the call's time since the
@@ -414,4 +415,87 @@ func TestAfterABlindResendAPlainResendOfAFailedDeliveryIsAccepted(t *testing.T) 
 	require.Len(t, res.Resends, 2)
 	require.Equal(t, BasisBlind, res.Resends[0].Basis)
 	require.Equal(t, BasisDeliveryFailed, res.Resends[1].Basis)
+}
+
+// A message fails delivery quickly while a hung attempt of the key may
+// still land: a resend decided meanwhile waits for that and searches
+// first, and follows the late message instead of sending another.
+func TestAResendWaitsForAHungAttemptBeforeSending(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.planResends()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if attempt == 1 {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		}
+		out := accepted("m-2", attempt, provider.Accepted)
+		out.Uncertain, out.UncertainSince = true, h.start
+		return out, nil
+	})
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+		if in.MessageID == "m-2" {
+			return provider.Message{ID: "m-2", Status: provider.StatusFailed}, nil
+		}
+		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
+	})
+	lands := 40 * time.Second
+	h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		msgs := []provider.Message{{ID: "m-2", Reference: key, Status: provider.StatusFailed}}
+		if since >= lands {
+			msgs = append(msgs, provider.Message{ID: "m-1", Reference: key, Status: provider.StatusSent})
+		}
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: msgs}, nil
+	})
+	h.signal(20*time.Second, SignalResend, map[string]string{"reason": "the first one failed", "by": "ivy"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Empty(t, res.Resends, "the late message was followed; nothing was resent")
+	for _, s := range h.sends {
+		require.Equal(t, key, s.Request.Key)
+	}
+	require.Contains(t, res.MessageIDs, "m-1")
+}
+
+// A hung attempt lands after a person cancelled: the look before settling
+// finds the message, and the run says it was sent after all instead of
+// settling as Cancelled.
+func TestAMessageThatLandsAfterACancelIsReported(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	downThenAwaiting(h)
+	h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		if since < 4*time.Hour {
+			return activities.ReconcileOutput{Searched: true, ByKey: true, LastUncertainAt: h.start.Add(h.policy.SendBudget() - time.Minute)}, nil
+		}
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-1", Reference: key, Status: provider.StatusSent}}}, nil
+	})
+	h.signal(4*time.Hour, SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res.State)
+	require.Contains(t, res.Reason, "message m-1 of the event turned up after the run had ended Cancelled")
+	require.Equal(t, "Accepted", h.settled.Outcome)
+	require.Equal(t, "m-1", h.settled.MessageID)
+}
+
+// At a provider that cannot be searched, several attempts of a key without
+// a certain answer may each have sent a message: the run says so, even
+// when a person then cancels.
+func TestSeveralUnknownAttemptsAtSendyArePossibleDuplicates(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	downThenAwaiting(h)
+	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{How: "sendy has no list endpoint", Unsearchable: []reconcile.Unsearchable{{Key: key, Uncertain: 3}}}, nil
+	})
+	h.signal(4*time.Hour, SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
+	h.run()
+	res, _ := h.result()
+	require.Equal(t, Cancelled, res.State)
+	require.True(t, res.PossibleDuplicate)
+	require.True(t, timelineHas(h.query(), "3 attempts of "+key+" ended without a certain answer at bird, which cannot be searched by key"))
 }

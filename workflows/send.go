@@ -91,7 +91,7 @@ func (r *run) fixed() bool { return r.v >= versionNoSilentDuplicates }
 // setup registers the handlers a run answers from its first moment.
 func (r *run) setup(ctx workflow.Context) {
 	r.ctx, _ = workflow.NewDisconnectedContext(ctx)
-	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, workflow.DefaultVersion, versionNoSilentDuplicates)
+	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion)
 	r.log = workflow.GetLogger(ctx)
 	r.st = Status{
 		Result:     Result{Key: r.in.Key, State: Sending, MessageIDs: []string{}, KeysUsed: []string{}},
@@ -369,13 +369,13 @@ func (r *run) send() (State, bool) {
 	}
 	r.note("sending with key %s (retries until %s)", r.req.Key, now.Add(remaining).Format(time.RFC3339))
 	if !r.fixed() {
-		return r.sent(r.sendAttempts(remaining, int32(remaining/r.policy.InitialBackoff)+1))
+		return r.sent(r.sendAttempts(remaining, int32(remaining/r.policy.InitialBackoff)+1, false))
 	}
 	lastAt := deadline.Add(-r.policy.LastAttemptLead())
 	var out activities.SendOutput
 	var err error
 	if budget := lastAt.Sub(now); budget > 0 {
-		out, err = r.sendAttempts(budget, int32(budget/r.policy.InitialBackoff)+1)
+		out, err = r.sendAttempts(budget, int32(budget/r.policy.InitialBackoff)+1, false)
 		if err == nil || !windowRanOut(err) {
 			return r.sent(out, err)
 		}
@@ -394,12 +394,13 @@ func (r *run) send() (State, bool) {
 		r.note("the replay window of %s (minus margin) ran out with the outcome unknown before its last attempt could start (no worker ran the run in time); last answer: %s", r.req.Key, r.lastSend)
 		return Reconciling, false
 	}
-	return r.sent(r.sendAttempts(left+r.policy.AttemptTimeout+activities.AttemptSlack, 1))
+	return r.sent(r.sendAttempts(left+r.policy.AttemptTimeout+activities.AttemptSlack, 1, true))
 }
 
 // sendAttempts runs the Send activity with the key's request under a
-// retry policy by outcome class, bounded by budget and maxAttempts.
-func (r *run) sendAttempts(budget time.Duration, maxAttempts int32) (activities.SendOutput, error) {
+// retry policy by outcome class, bounded by budget and maxAttempts; last
+// marks the last attempt after the retries.
+func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (activities.SendOutput, error) {
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    r.policy.AttemptTimeout + activities.AttemptSlack,
 		ScheduleToCloseTimeout: budget,
@@ -417,6 +418,7 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32) (activities.
 	var out activities.SendOutput
 	err := workflow.ExecuteActivity(ctx, a.Send, activities.SendInput{
 		EventKey: r.in.Key, Request: r.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay, LedgerID: r.ledgerID,
+		AfterRetries: last,
 	}).Get(ctx, &out)
 	return out, err
 }
@@ -437,7 +439,7 @@ func (r *run) sent(out activities.SendOutput, err error) (State, bool) {
 		r.st.DeliveryStatus = string(res.Status)
 		if out.Uncertain {
 			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.req.Key)
-			byKey := r.lookForDuplicates([]string{r.req.Key})
+			byKey, _ := r.lookForDuplicates([]string{r.req.Key})
 			if r.fixed() {
 				r.uncertainSince(out.UncertainSince)
 				if !byKey && res.Outcome == provider.Accepted {
@@ -543,6 +545,12 @@ func (r *run) searched(out activities.ReconcileOutput) {
 	}
 	r.reconcileFailed, r.unsearchable = false, !out.Searched
 	r.uncertainSince(out.LastUncertainAt)
+	for _, u := range out.Unsearchable {
+		if u.Uncertain > 1 && !r.st.PossibleDuplicate {
+			r.possibleDuplicate(fmt.Sprintf("%d attempts of %s ended without a certain answer at %s, which cannot be searched by key: each may have sent a message",
+				u.Uncertain, u.Key, r.in.Provider))
+		}
+	}
 }
 
 // explainNotFound sets the reason of a run that found no live message.
@@ -599,23 +607,24 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 // lookForDuplicates searches the provider's records for the given keys
 // after an uncertain attempt, where the provider can be searched. It
 // reports whether the search went by key (a list endpoint).
-func (r *run) lookForDuplicates(keys []string) (byKey bool) {
+func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 	out, err := r.lookup(keys)
 	if err != nil {
 		r.note("could not search %s's records for a second message: %s", r.in.Provider, errorMessage(err))
-		return false
+		return false, false
 	}
-	r.adopt(out)
-	return out.ByKey
+	alive = r.adopt(out)
+	return out.ByKey, alive
 }
 
 // recheck looks for a second message under every key once the
 // uncertain attempts can no longer take effect.
-func (r *run) recheck(why string) {
+func (r *run) recheck(why string) (alive bool) {
 	r.rechecked = true
 	r.note("%s: an attempt without a certain answer could take effect until %s; looking for a second message under %s",
 		why, r.recheckAt.UTC().Format(time.RFC3339), strings.Join(r.st.KeysUsed, ", "))
-	r.lookForDuplicates(r.st.KeysUsed)
+	_, alive = r.lookForDuplicates(r.st.KeysUsed)
+	return alive
 }
 
 // recheckPending reports a late look that is still due.
@@ -753,11 +762,20 @@ func (r *run) resend(d Decision) (State, bool) {
 		// Only a message known to have failed lets a resend skip the
 		// search; an unknown outcome ends a little before the window does
 		// (the last attempt goes first), so the clock alone cannot tell.
-		search = search || !r.deliveryFailed
+		search = search || !r.deliveryFailed || (r.v >= versionLateEffectFirst && r.recheckPending())
 	}
 	if search {
 		basis = BasisReconciled
 		r.setState(Reconciling)
+		if r.v >= versionLateEffectFirst && r.recheckPending() {
+			// A hung attempt may still land: the search waits for it, and
+			// is then the late look too.
+			if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+				r.note("waiting until %s before the resend: an attempt without a certain answer could still take effect", r.recheckAt.UTC().Format(time.RFC3339))
+				_ = workflow.Sleep(r.ctx, wait)
+			}
+			r.rechecked = true
+		}
 		out, err := r.lookup(r.st.KeysUsed)
 		switch {
 		case err == nil:
@@ -871,7 +889,13 @@ func (r *run) lastLook() {
 		r.note("waiting until %s before settling: an attempt without a certain answer could still take effect", r.recheckAt.UTC().Format(time.RFC3339))
 		_ = workflow.Sleep(r.ctx, wait)
 	}
-	r.recheck("before settling")
+	alive := r.recheck("before settling")
+	if alive && r.v >= versionLateEffectFirst && (r.st.State == Cancelled || r.st.State == Failed) {
+		// What was sent stands, whatever was decided before it showed up.
+		r.st.Reason = fmt.Sprintf("message %s of the event turned up after the run had ended %s (%s): the SMS was sent after all", r.primary, r.st.State, r.st.Reason)
+		r.st.State = Accepted
+		r.note("%s", r.st.Reason)
+	}
 }
 
 // settle records the outcome in the ledger, retried until it is written;

@@ -16,5 +16,15 @@ const (
 	changeNoSilentDuplicates = "no-silent-duplicates"
 )
 
-// versionNoSilentDuplicates is the version that introduced the change.
-const versionNoSilentDuplicates workflow.Version = 1
+// Versions of changeNoSilentDuplicates.
+const (
+	// versionNoSilentDuplicates introduced the change.
+	versionNoSilentDuplicates workflow.Version = 1
+	// versionLateEffectFirst: a resend of a failed message waits for an
+	// uncertain attempt that may still land, and searches first; a live
+	// message found by the look before settling turns a Cancelled or
+	// Failed run into Accepted.
+	versionLateEffectFirst workflow.Version = 2
+	// latestVersion is what new runs follow.
+	latestVersion = versionLateEffectFirst
+)
