@@ -75,6 +75,10 @@ type Config struct {
 	Hang, LockLifetime time.Duration
 	// Concurrency is how many events are started at once. Default 32.
 	Concurrency int
+	// Postgres, when set, is a PostgreSQL server (a DSN of any database on
+	// it): the drill makes a fresh database there and the worker keeps its
+	// ledger in it instead of a SQLite file.
+	Postgres string
 	// Dir holds the worker's state and the processes' logs.
 	Dir  string
 	Bins Binaries
@@ -112,7 +116,9 @@ func orDefault[T comparable](v *T, def T) {
 const attemptTimeout = 2 * time.Second
 
 type drill struct {
-	cfg      Config
+	cfg Config
+	// ledger is the worker's --ledger: a SQLite file or a postgres:// DSN.
+	ledger   string
 	rng      *rand.Rand
 	simURL   string
 	frontend string
@@ -146,8 +152,16 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 		return Summary{}, nil, errors.New("drill: a working directory is needed (Config.Dir)")
 	}
 	d := &drill{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed))}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	var err error
+	if err = os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return Summary{}, nil, err
+	}
+	d.ledger = filepath.Join(cfg.Dir, "state", "ledger.db")
+	if cfg.Postgres != "" {
+		if d.ledger, err = freshDatabase(ctx, cfg.Postgres, cfg.Seed); err != nil {
+			return Summary{}, nil, err
+		}
+		d.logf("the ledger is on PostgreSQL: %s", redactDSN(d.ledger))
 	}
 	sim, err := d.startSimulator(ctx)
 	if err != nil {
@@ -313,7 +327,7 @@ func (d *drill) workerArgs() []string {
 	w := d.cfg.Window
 	margin := w / 4
 	return []string{
-		"--dev", "--data-dir", filepath.Join(d.cfg.Dir, "state"), "--frontend", d.frontend, "--ui", "off",
+		"--dev", "--data-dir", filepath.Join(d.cfg.Dir, "state"), "--ledger", d.ledger, "--frontend", d.frontend, "--ui", "off",
 		"--simulator", "off", "--intake", d.intake, "--log-format", "json",
 		"--bird-url", d.simURL, "--bird-workspace", simulator.DevWorkspace, "--bird-channel", simulator.DevChannel,
 		"--sendy-url", d.simURL,
@@ -392,17 +406,7 @@ func (d *drill) startAll(ctx context.Context) error {
 		}
 		killErr <- nil
 	}()
-	sem := make(chan struct{}, d.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for _, e := range d.events {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			d.postThrice(ctx, e)
-		}()
-	}
-	wg.Wait()
+	d.each(func(e *event) { d.postThrice(ctx, e) })
 	d.logf("all events posted")
 	return <-killErr
 }
@@ -589,6 +593,29 @@ func (d *drill) byKey(k string) *event {
 // collectResults reads each run's Result and posts the event once more:
 // its run has ended, so the start must answer "existing".
 func (d *drill) collectResults(ctx context.Context) {
+	d.each(func(e *event) {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, err := d.st.Wait(wctx, e.key)
+		cancel()
+		_, isResult := workflows.ResultFromError(err)
+		started, perr := d.retry(ctx, func(ctx context.Context) (bool, error) { return d.postIntake(ctx, e) })
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.out.Ended = err == nil || isResult
+		e.out.Result = res
+		switch {
+		case perr != nil:
+			e.out.AfterSettled = "error: " + perr.Error()
+		case started:
+			e.out.AfterSettled = "started"
+		default:
+			e.out.AfterSettled = "existing"
+		}
+	})
+}
+
+// each runs f for every event, Concurrency events at a time.
+func (d *drill) each(f func(*event)) {
 	sem := make(chan struct{}, d.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for _, e := range d.events {
@@ -596,23 +623,7 @@ func (d *drill) collectResults(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			res, err := d.st.Wait(wctx, e.key)
-			cancel()
-			_, isResult := workflows.ResultFromError(err)
-			started, perr := d.retry(ctx, func(ctx context.Context) (bool, error) { return d.postIntake(ctx, e) })
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			e.out.Ended = err == nil || isResult
-			e.out.Result = res
-			switch {
-			case perr != nil:
-				e.out.AfterSettled = "error: " + perr.Error()
-			case started:
-				e.out.AfterSettled = "started"
-			default:
-				e.out.AfterSettled = "existing"
-			}
+			f(e)
 		}()
 	}
 	wg.Wait()
@@ -647,7 +658,7 @@ func (d *drill) countMessages(ctx context.Context) error {
 // auditAll runs the audit (ledger beside the provider's records) for
 // every event, as smsctl audit does.
 func (d *drill) auditAll(ctx context.Context) error {
-	led, err := ledger.OpenSQLite(ctx, filepath.Join(d.cfg.Dir, "state", "ledger.db"))
+	led, err := ledger.Open(ctx, d.ledger)
 	if err != nil {
 		return fmt.Errorf("drill: open the ledger: %w", err)
 	}

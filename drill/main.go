@@ -29,6 +29,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.LateShare, "late-share", 0.03, "share of events whose first attempt takes effect unstored and whose retries are rate limited past the window")
 	fs.Float64Var(&cfg.SecondKeyShare, "second-key-share", 0.03, "share of events whose message fails and whose resend's outcome stays unknown with a message behind it")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 32, "events started at once")
+	fs.StringVar(&cfg.Postgres, "postgres", "", "keep the worker's ledger on this PostgreSQL server (a fresh database per drill), e.g. postgres://postgres@127.0.0.1:5432/postgres")
 	dir := fs.String("dir", "", "working directory for state and logs (default: a new temporary directory, kept on failure)")
 	jsonOut := fs.String("json", "", "also write the summaries and every event's outcome as JSON to this file")
 	workerBin := fs.String("worker-bin", "", "a built worker binary (default: go build ./worker)")
