@@ -42,9 +42,10 @@ var policy = activities.Policy{
 	TrackingLimit:     30 * time.Second,
 	ReconcileBudget:   10 * time.Second,
 	DecisionDeadline:  2 * time.Minute,
-	// A hung attempt (the simulator's hang faults here wait 2 s) can take
-	// effect up to this long after it began.
-	LateEffectHorizon: 3 * time.Second,
+	// A hung attempt (the simulator's hang faults here wait 4 s, well past
+	// a retry even on a loaded machine) can take effect up to this long
+	// after it began.
+	LateEffectHorizon: 6 * time.Second,
 	ReconcileRetry:    2 * time.Second,
 }
 

@@ -57,7 +57,7 @@ func TestRecordHistories(t *testing.T) {
 		}},
 		{"v1-hung-attempt-duplicate-found.json", func(t *testing.T) string {
 			in := input(provider.Bird, newKey("shipped"))
-			fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+			fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(4 * time.Second)})
 			return finished(t, in)
 		}},
 		{"v1-last-attempt-collects-stored-answer.json", func(t *testing.T) string {

@@ -269,7 +269,7 @@ func TestProviderDownThenResendSendsOnceUnderTheResendKey(t *testing.T) {
 func TestAHungAttemptThatTakesEffectLateIsReported(t *testing.T) {
 	t.Parallel()
 	in := input(provider.Bird, newKey("shipped"))
-	fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+	fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(4 * time.Second)})
 	run, err := start(context.Background(), in)
 	require.NoError(t, err)
 	res, err := result(t, run)
@@ -378,7 +378,7 @@ func TestAResendWaitsForAHungAttemptToLand(t *testing.T) {
 func resendWhileAHungAttemptLands(t *testing.T) workflows.Input {
 	t.Helper()
 	in := input(provider.Bird, newKey("shipped"))
-	fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+	fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(4 * time.Second)})
 	fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
