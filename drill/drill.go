@@ -218,6 +218,12 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 			s.StartsFailed++
 		}
 	}
+	if cfg.Postgres != "" && len(s.Violations()) == 0 {
+		// A drill that kept every promise leaves nothing to inspect.
+		if err := dropDatabase(ctx, cfg.Postgres, d.ledger); err != nil {
+			d.logf("could not drop the drill's ledger database: %v", err)
+		}
+	}
 	return s, outs, nil
 }
 

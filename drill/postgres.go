@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // freshDatabase makes a new database for one drill on the server at dsn
-// and returns its DSN. It is left behind for inspection; its name says
-// which drill made it.
+// and returns its DSN. A drill that failed leaves it behind for
+// inspection; its name says which drill made it.
 func freshDatabase(ctx context.Context, dsn string, seed uint64) (string, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -28,6 +29,22 @@ func freshDatabase(ctx context.Context, dsn string, seed uint64) (string, error)
 	}
 	u.Path = "/" + name
 	return u.String(), nil
+}
+
+// dropDatabase drops the database a drill made (the one named in db) on
+// the server at dsn.
+func dropDatabase(ctx context.Context, dsn, db string) error {
+	u, err := url.Parse(db)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()+" WITH (FORCE)")
+	return err
 }
 
 func redactDSN(dsn string) string {
