@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 
@@ -179,9 +180,13 @@ func TestTheCLIMovesAnAwaitingRun(t *testing.T) {
 	t.Run("resend by update", func(t *testing.T) {
 		t.Parallel()
 		in := downPastTheWindow(t, provider.Bird)
-		code, out, _ := smsctl(t, "list", "--state", "awaitingdecision", "--limit", "1000")
-		require.Equal(t, cli.ExitOK, code)
-		require.Contains(t, out, in.Key)
+		// The list reads visibility, which follows the run's state a moment
+		// later (the run's own query above is immediate).
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			code, out, _ := smsctl(t, "list", "--state", "awaitingdecision", "--limit", "1000")
+			assert.Equal(c, cli.ExitOK, code)
+			assert.Contains(c, out, in.Key)
+		}, 10*time.Second, 200*time.Millisecond)
 
 		code, out, errOut := smsctl(t, "resend", in.Key, "--reason", "customer called", "--by", "erin")
 		require.Equal(t, cli.ExitOK, code, errOut)

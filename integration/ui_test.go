@@ -113,7 +113,15 @@ func TestRunsShowInTheWebUIAndItsSignalFormMovesThem(t *testing.T) {
 		} `json:"executions"`
 	}
 	query := url.QueryEscape(fmt.Sprintf(`SmsState="AwaitingDecision" AND SmsKey=%q`, in.Key))
-	ui.do(http.MethodGet, "/workflows?query="+query, nil, &list)
+	// Visibility follows the run's state a moment after the run's own
+	// query (which awaitState read) shows it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		list.Executions = nil
+		ui.do(http.MethodGet, "/workflows?query="+query, nil, &list)
+		if len(list.Executions) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	require.Len(t, list.Executions, 1)
 	row := list.Executions[0]
 	require.Equal(t, in.Key, row.Execution.WorkflowID)
