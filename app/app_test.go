@@ -24,6 +24,7 @@ import (
 func TestFlagsAndEnvironment(t *testing.T) {
 	t.Setenv(EnvBirdAccessKey, "bird-secret")
 	t.Setenv(EnvSendyToken, "sendy-secret")
+	t.Setenv(EnvIntakeSecret, "intake-secret") // outside dev mode the intake is signed
 	var cfg Config
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
@@ -43,7 +44,7 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	require.Equal(t, 2*time.Second, cfg.Policies[provider.Bird].StatusPollInitial)
 	require.Len(t, cfg.SimFaults, 1)
 	require.Equal(t, "bird-secret", cfg.Bird.AccessKey.Reveal())
-	require.NotContains(t, strings.Join([]string{cfg.Bird.AccessKey.String(), cfg.Sendy.Token.String()}, " "), "secret")
+	require.NotContains(t, strings.Join([]string{cfg.Bird.AccessKey.String(), cfg.Sendy.Token.String(), cfg.IntakeSecret.String()}, " "), "secret")
 	require.ErrorContains(t, fs.Parse([]string{"--window-margin", "soon"}), "write a duration like 3h or 90s")
 }
 
@@ -62,6 +63,36 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want)
 	}
 	require.NoError(t, Config{Dev: true}.WithDefaults().Validate(), "dev mode needs nothing else")
+}
+
+// An intake that anyone who reaches it could use to send SMS is refused.
+func TestAnUnsignedIntakeIsRefusedWhereItIsNotSafe(t *testing.T) {
+	t.Parallel()
+	sendy := SendyConfig{BaseURL: "https://sendy", Token: "t"}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"all interfaces in dev mode", Config{Dev: true, IntakeAddress: "0.0.0.0:8080"}, "refusing to serve an unsigned HTTP intake on 0.0.0.0:8080"},
+		{"empty host", Config{Dev: true, IntakeAddress: ":8080"}, "refusing to serve an unsigned HTTP intake"},
+		{"a LAN address, even with --intake-insecure", Config{Sendy: sendy, IntakeAddress: "10.1.2.3:8080", IntakeInsecure: true}, "listen on 127.0.0.1"},
+		{"loopback outside dev mode", Config{Sendy: sendy}, "pass --intake-insecure"},
+		{"not an address", Config{Sendy: sendy, IntakeAddress: "8080"}, "is not HOST:PORT"},
+	} {
+		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want, tc.name)
+	}
+	for name, cfg := range map[string]Config{
+		"dev mode on loopback":          {Dev: true},
+		"localhost in dev mode":         {Dev: true, IntakeAddress: "localhost:8080"},
+		"insecure on loopback":          {Sendy: sendy, IntakeInsecure: true},
+		"signed on all interfaces":      {Sendy: sendy, IntakeAddress: "0.0.0.0:8080", IntakeSecret: "s"},
+		"no intake outside dev mode":    {Sendy: sendy, IntakeAddress: Off},
+		"signed on loopback in prod":    {Sendy: sendy, IntakeSecret: "s"},
+		"IPv6 loopback with --insecure": {Sendy: sendy, IntakeAddress: "[::1]:8080", IntakeInsecure: true},
+	} {
+		require.NoError(t, cfg.WithDefaults().Validate(), name)
+	}
 }
 
 // Production mode: the worker connects through TEMPORAL_ADDRESS and

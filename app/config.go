@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -69,6 +70,10 @@ type Config struct {
 	// IntakeSecret, when set, requires an HMAC-SHA256 signature of each
 	// intake request body (from SMSORCH_INTAKE_SECRET).
 	IntakeSecret logging.Secret
+	// IntakeInsecure lets a worker outside dev mode serve an unsigned
+	// intake on a loopback address. An unsigned intake on any other
+	// address is refused in every mode.
+	IntakeInsecure bool
 
 	// Bird and Sendy are the real providers (ignored while the dev-mode
 	// simulator stands in for them). A provider without a base URL is not
@@ -154,7 +159,36 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("sendy is configured but %s is empty: export the API token", EnvSendyToken))
 		}
 	}
+	errs = append(errs, c.validateIntake())
 	return errors.Join(errs...)
+}
+
+// validateIntake refuses an intake that anyone who reaches it could use
+// to send SMS: unsigned on a non-loopback address in any mode, and
+// unsigned outside dev mode unless asked for explicitly.
+func (c Config) validateIntake() error {
+	if c.IntakeAddress == Off || c.IntakeSecret != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.IntakeAddress)
+	if err != nil {
+		return fmt.Errorf("--intake %q is not HOST:PORT: write it like 127.0.0.1:8080, or off", c.IntakeAddress)
+	}
+	if !loopback(host) {
+		return fmt.Errorf("refusing to serve an unsigned HTTP intake on %s: anyone who can reach it could send SMS. Set %s (callers then sign each body, header X-Smsorch-Signature), or listen on 127.0.0.1", c.IntakeAddress, EnvIntakeSecret)
+	}
+	if !c.Dev && !c.IntakeInsecure {
+		return fmt.Errorf("outside dev mode the HTTP intake needs %s (callers sign each body): set it, or pass --intake-insecure to accept unsigned requests on %s, or --intake off", EnvIntakeSecret, c.IntakeAddress)
+	}
+	return nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // simulated reports whether the simulator stands in for both providers.
@@ -169,7 +203,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.UIAddress, "ui", devstack.DefaultUIAddress, `dev mode: the Temporal web UI address, or "off"`)
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
 	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
-	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"`)
+	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
+	fs.BoolVar(&c.IntakeInsecure, "intake-insecure", false, "outside dev mode, accept unsigned intake requests on a loopback address")
 	fs.StringVar(&c.Bird.BaseURL, "bird-url", "", "Bird's API base URL, e.g. https://api.bird.com (access key from "+EnvBirdAccessKey+")")
 	fs.StringVar(&c.Bird.WorkspaceID, "bird-workspace", "", "Bird workspace id")
 	fs.StringVar(&c.Bird.ChannelID, "bird-channel", "", "Bird SMS channel id")
