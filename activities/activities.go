@@ -69,10 +69,16 @@ func (a *Activities) checkLedger(want string) error {
 	}
 	a.log().Warn("refused an activity of an event that another ledger claimed; every worker on the task queue must share one ledger",
 		zap.String("ledger", a.Ledger.Describe()), zap.String("identity", a.Ledger.Identity()), zap.String("claimedBy", want))
-	return temporal.NewApplicationError(fmt.Sprintf(
+	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf(
 		"this worker's ledger (%s, identity %s) is not the ledger that claimed the event (identity %s): every worker on the task queue must share one ledger; the activity is retried until a worker with that ledger runs it",
-		a.Ledger.Describe(), a.Ledger.Identity(), want), ErrWrongLedger)
+		a.Ledger.Describe(), a.Ledger.Identity(), want), ErrWrongLedger,
+		temporal.ApplicationErrorOptions{NextRetryDelay: WrongLedgerRetry})
 }
+
+// WrongLedgerRetry is the wait before an activity refused for the wrong
+// ledger is tried again: not a growing backoff, since the next attempt
+// may land on a worker with the right ledger at once.
+const WrongLedgerRetry = 2 * time.Second
 
 // Activities holds what the activities need. Workflows reference its
 // methods through a nil *Activities; the worker registers a filled one.

@@ -459,6 +459,7 @@ func TestTheWrongLedgerIsRefusedAndTheRightOneGoesOn(t *testing.T) {
 	require.True(t, errors.As(err, &appErr))
 	require.Equal(t, ErrWrongLedger, appErr.Type())
 	require.False(t, appErr.NonRetryable(), "retried until a worker with the right ledger runs it")
+	require.Equal(t, WrongLedgerRetry, appErr.NextRetryDelay(), "at a steady pace, not a growing backoff")
 	require.ErrorContains(t, err, "is not the ledger that claimed the event (identity "+right.led.Identity()+")")
 	_, err = wrong.env.ExecuteActivity(wrong.acts.Reconcile, ReconcileInput{EventKey: event.Key, Provider: "bird", Keys: []string{event.Key}, LedgerID: p.LedgerID})
 	require.ErrorContains(t, err, "is not the ledger that claimed the event")

@@ -142,7 +142,13 @@ func start(ctx context.Context, in workflows.Input) (client.WorkflowRun, error) 
 // result waits for the run and returns its Result, whatever way it ended.
 func result(t *testing.T, run client.WorkflowRun) (workflows.Result, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	return resultWithin(t, run, time.Minute)
+}
+
+// resultWithin is result with another bound on the wait.
+func resultWithin(t *testing.T, run client.WorkflowRun, within time.Duration) (workflows.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	var res workflows.Result
 	err := run.Get(ctx, &res)
