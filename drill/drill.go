@@ -161,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 		if d.ledger, err = freshDatabase(ctx, cfg.Postgres, cfg.Seed); err != nil {
 			return Summary{}, nil, err
 		}
-		d.logf("the ledger is on PostgreSQL: %s", redactDSN(d.ledger))
+		d.logf("the ledger is on PostgreSQL: %s", logging.RedactDSN(d.ledger))
 	}
 	sim, err := d.startSimulator(ctx)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/acme/smsorch/logging"
 )
 
 // freshDatabase makes a new database for one drill on the server at dsn
@@ -16,7 +18,7 @@ import (
 func freshDatabase(ctx context.Context, dsn string, seed uint64) (string, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return "", fmt.Errorf("drill: connect to PostgreSQL at %s: %w", redactDSN(dsn), err)
+		return "", fmt.Errorf("drill: connect to PostgreSQL at %s: %w", logging.RedactDSN(dsn), err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	name := fmt.Sprintf("smsdrill_%d_%d", seed, time.Now().Unix())
@@ -45,15 +47,4 @@ func dropDatabase(ctx context.Context, dsn, db string) error {
 	defer func() { _ = conn.Close(context.Background()) }()
 	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()+" WITH (FORCE)")
 	return err
-}
-
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unreadable DSN)"
-	}
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	return u.String()
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/acme/smsorch/logging"
 )
 
 // pgMigrations are applied in order, once each, under an advisory lock so
@@ -85,7 +86,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: the Postgres address is not a valid DSN (write postgres://user@host:5432/dbname): %w", err)
 	}
-	p := &Postgres{desc: redact(dsn)}
+	p := &Postgres{desc: logging.RedactDSN(dsn)}
 	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("ledger: connect to %s: %w", p.desc, err)
 	}
@@ -98,18 +99,6 @@ func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 		return nil, fmt.Errorf("ledger: read the identity of %s: %w", p.desc, err)
 	}
 	return p, nil
-}
-
-// redact drops the password from a DSN for logs and errors.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "postgres (unreadable address)"
-	}
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	return u.String()
 }
 
 func (p *Postgres) migrate(ctx context.Context) error {

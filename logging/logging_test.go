@@ -108,3 +108,10 @@ func TestNewRejectsUnknownOptions(t *testing.T) {
 	_, err = New(Options{Format: "xml"})
 	require.ErrorContains(t, err, `use "json" or "console"`)
 }
+
+func TestRedactDSNDropsThePassword(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "postgres://smsorch@db:5432/smsorch?sslmode=disable", RedactDSN("postgres://smsorch:s3cret@db:5432/smsorch?sslmode=disable"))
+	require.Equal(t, "postgres://postgres@127.0.0.1:5432/postgres", RedactDSN("postgres://postgres@127.0.0.1:5432/postgres"))
+	require.NotContains(t, RedactDSN("postgres://u:s3cret@[bad"), "s3cret")
+}

@@ -1,6 +1,7 @@
 package logging
 
 import (
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -80,3 +81,17 @@ type maskedError struct{ err error }
 
 func (e maskedError) Error() string { return MaskPhones(e.err.Error()) }
 func (e maskedError) Unwrap() error { return e.err }
+
+// RedactDSN drops the password from a database address (postgres://user:
+// password@host/db), for logs and errors. An address it cannot read is
+// not shown at all.
+func RedactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(an unreadable database address)"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	return u.String()
+}

@@ -5,7 +5,6 @@ package pgtest
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/acme/smsorch/logging"
 )
 
 // EnvDSN names the server the tests use.
@@ -35,7 +36,7 @@ func Database(t testing.TB) string {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		t.Fatalf("PostgreSQL at %s cannot be reached (%v): start it with `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, or set %s to another server", redact(admin), err, EnvDSN)
+		t.Fatalf("PostgreSQL at %s cannot be reached (%v): start it with `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, or set %s to another server", logging.RedactDSN(admin), err, EnvDSN)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	name := "smsorch_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
@@ -61,15 +62,4 @@ func Database(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
-}
-
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unreadable DSN)"
-	}
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	return fmt.Sprint(u)
 }
