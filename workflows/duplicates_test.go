@@ -41,6 +41,20 @@ func (h *harness) reconcileWith(f func(since time.Duration, in activities.Reconc
 	return l
 }
 
+// unknownThenAccepted mocks Send: attempt 1 ends without an answer
+// (reason), attempt 2 is accepted as message id, and the activity reports
+// that an earlier attempt of the key, begun at the start, was uncertain.
+func (h *harness) unknownThenAccepted(id, reason string) {
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		if attempt == 1 {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = reason })
+		}
+		out := accepted(id, attempt, provider.Accepted)
+		out.Uncertain, out.UncertainSince = true, h.start
+		return out, nil
+	})
+}
+
 func (h *harness) planResends() {
 	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
 		return h.request(in.SendKey), nil
@@ -55,14 +69,7 @@ func TestALateEffectOfAHungAttemptIsFoundBeforeSettling(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		if attempt == 1 {
-			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: no answer (timed out)" })
-		}
-		out := accepted("m-2", attempt, provider.Accepted)
-		out.Uncertain, out.UncertainSince = true, h.start
-		return out, nil
-	})
+	h.unknownThenAccepted("m-2", "bird: no answer (timed out)")
 	lateEffect := 40 * time.Second // the hung attempt takes effect then
 	calls := h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		msgs := []provider.Message{{ID: "m-2", Reference: key, Status: provider.StatusDelivered}}
@@ -115,14 +122,7 @@ func TestSendyNewMessageAfterAnUncertainAttemptIsAPossibleDuplicate(t *testing.T
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		if attempt == 1 {
-			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "sendy: 500" })
-		}
-		out := accepted("s-2", attempt, provider.Accepted)
-		out.Uncertain, out.UncertainSince = true, h.start
-		return out, nil
-	})
+	h.unknownThenAccepted("s-2", "sendy: 500")
 	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		return activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "s-2", Status: provider.StatusDelivered}}}, nil
 	})
@@ -425,14 +425,7 @@ func TestAResendWaitsForAHungAttemptBeforeSending(t *testing.T) {
 	h := newHarness(t)
 	h.prepared()
 	h.planResends()
-	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
-		if attempt == 1 {
-			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
-		}
-		out := accepted("m-2", attempt, provider.Accepted)
-		out.Uncertain, out.UncertainSince = true, h.start
-		return out, nil
-	})
+	h.unknownThenAccepted("m-2", "bird: unknown")
 	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
 		if in.MessageID == "m-2" {
 			return provider.Message{ID: "m-2", Status: provider.StatusFailed}, nil
