@@ -18,6 +18,7 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
@@ -65,15 +66,19 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		}
 	}()
 
-	if cfg.Dev {
+	if cfg.Dev || cfg.ServerOnly {
 		a.Stack, err = devstack.Start(ctx, devstack.Config{
 			FrontendAddress: cfg.FrontendAddress, UIAddress: cfg.UIAddress, DataDir: cfg.DataDir,
+			Database: cfg.TemporalDB, BroadcastAddress: cfg.BroadcastAddress,
 			SearchAttributes: workflows.SearchAttributes(), Logger: log,
 		})
 		if err != nil {
 			return nil, err
 		}
 		a.Namespace = a.Stack.Namespace()
+		if cfg.ServerOnly {
+			return a, nil
+		}
 		a.Client, err = client.DialContext(ctx, client.Options{HostPort: a.Stack.FrontendAddress(), Namespace: a.Namespace, Logger: logging.SDK(log.Named("temporal-sdk"))})
 	} else {
 		var opts client.Options
@@ -86,6 +91,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		}
 		opts.Logger = logging.SDK(log.Named("temporal-sdk"))
 		a.Namespace = opts.Namespace
+		if err := frontends.Apply(&opts); err != nil {
+			return nil, err
+		}
 		a.Client, err = client.DialContext(ctx, opts)
 		if err == nil {
 			// Without them every state change would fail the run's task.
@@ -195,12 +203,16 @@ func withLogger(c simulator.Config, l *zap.Logger) simulator.Config {
 func (a *App) Banner() string {
 	var b strings.Builder
 	if a.Stack != nil {
-		b.WriteString("smsorch dev stack is up\n")
+		if a.Config.ServerOnly {
+			b.WriteString("smsorch Temporal server is up (no worker in this process)\n")
+		} else {
+			b.WriteString("smsorch dev stack is up\n")
+		}
 		if u := a.Stack.UIURL(); u != "" {
 			fmt.Fprintf(&b, "  Temporal web UI:    %s/namespaces/%s/workflows\n", u, a.Namespace)
 		}
 		fmt.Fprintf(&b, "  Temporal frontend:  %s (namespace %s)\n", a.Stack.FrontendAddress(), a.Namespace)
-		fmt.Fprintf(&b, "  Temporal state:     %s\n", a.Stack.DatabasePath())
+		fmt.Fprintf(&b, "  Temporal state:     %s\n", a.Stack.State())
 	} else {
 		fmt.Fprintf(&b, "smsorch worker is up (namespace %s)\n", a.Namespace)
 	}
@@ -214,8 +226,10 @@ func (a *App) Banner() string {
 		}
 		fmt.Fprintf(&b, "  HTTP intake:        POST %s/v1/events (%s)\n", a.IntakeURL, signed)
 	}
-	fmt.Fprintf(&b, "  Send ledger:        %s (identity %s)\n", a.Ledger.Describe(), a.Ledger.Identity())
-	fmt.Fprintf(&b, "  Task queue:         %s\n", workflows.TaskQueue)
+	if a.Ledger != nil {
+		fmt.Fprintf(&b, "  Send ledger:        %s (identity %s)\n", a.Ledger.Describe(), a.Ledger.Identity())
+		fmt.Fprintf(&b, "  Task queue:         %s\n", workflows.TaskQueue)
+	}
 	b.WriteString("Press Ctrl+C to stop.\n")
 	return b.String()
 }

@@ -59,10 +59,13 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 		{Config{Sendy: SendyConfig{BaseURL: "https://sendy"}}, "SENDY_TOKEN is empty"},
 		{Config{Dev: true, SimulatorAddress: Off}, "no provider is configured"},
 		{Config{Dev: true, AttemptTimeout: 4 * time.Hour}, "leaves no room for one 4h0m0s attempt"},
+		{Config{Dev: true, ServerOnly: true}, "--server-only and --dev exclude each other"},
+		{Config{TemporalDB: "postgres://postgres@127.0.0.1/temporal", Sendy: SendyConfig{BaseURL: "https://sendy", Token: "t"}, IntakeAddress: Off}, "use it with --dev or --server-only"},
 	} {
 		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want)
 	}
 	require.NoError(t, Config{Dev: true}.WithDefaults().Validate(), "dev mode needs nothing else")
+	require.NoError(t, Config{ServerOnly: true, TemporalDB: "postgres://postgres@127.0.0.1/temporal"}.WithDefaults().Validate(), "a server needs no provider")
 }
 
 // An intake that anyone who reaches it could use to send SMS is refused.

@@ -30,6 +30,9 @@ const (
 	// postgres:// DSN may hold a password, which a flag would show in
 	// the process list.
 	EnvLedger = "SMSORCH_LEDGER"
+	// EnvTemporalDB is the embedded server's database when --temporal-db
+	// is not given, for the same reason.
+	EnvTemporalDB = "SMSORCH_TEMPORAL_DB"
 )
 
 // Defaults of the settings below.
@@ -47,6 +50,17 @@ type Config struct {
 	// SQLite and the web UI), the provider simulator and the ledger on
 	// SQLite, all under DataDir.
 	Dev bool
+	// ServerOnly runs the embedded Temporal server (and its web UI) and
+	// nothing else: no worker, no ledger, no intake. On a PostgreSQL
+	// TemporalDB, several such processes form one cluster.
+	ServerOnly bool
+	// TemporalDB is the embedded server's database (dev and server-only
+	// modes): a postgres:// DSN, or "" for a SQLite file in DataDir.
+	// Default $SMSORCH_TEMPORAL_DB.
+	TemporalDB string
+	// BroadcastAddress is the IP the other servers of a PostgreSQL
+	// cluster reach this one on; default the frontend's host.
+	BroadcastAddress string
 	// DataDir holds the dev stack's state and, by default, the ledger.
 	// Default .smsorch in the working directory.
 	DataDir string
@@ -91,7 +105,7 @@ type Config struct {
 	// LogLevel is debug, info (default), warn or error.
 	LogLevel string
 
-	envLedger string // $SMSORCH_LEDGER, read by RegisterFlags
+	envLedger, envTemporalDB string // $SMSORCH_LEDGER and $SMSORCH_TEMPORAL_DB, read by RegisterFlags
 }
 
 // BirdConfig is Bird's connection; AccessKey comes from BIRD_ACCESS_KEY.
@@ -118,6 +132,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.UIAddress, devstack.DefaultUIAddress)
 	def(&c.SimulatorAddress, DefaultSimulatorAddress)
 	def(&c.IntakeAddress, DefaultIntakeAddress)
+	def(&c.TemporalDB, c.envTemporalDB)
 	def(&c.LedgerPath, c.envLedger)
 	def(&c.LedgerPath, filepath.Join(c.DataDir, "ledger.db"))
 	def(&c.Sendy.Sender, "SMS")
@@ -142,7 +157,16 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports a broken configuration before anything starts.
 func (c Config) Validate() error {
+	if c.ServerOnly {
+		if c.Dev {
+			return errors.New("--server-only and --dev exclude each other: --dev runs everything in one process, --server-only only the Temporal server")
+		}
+		return nil // the dev stack checks its own settings
+	}
 	var errs []error
+	if c.TemporalDB != "" && !c.Dev {
+		errs = append(errs, fmt.Errorf("--temporal-db (or %s) is the embedded Temporal server's database: use it with --dev or --server-only; a worker reaches an existing cluster through TEMPORAL_ADDRESS", EnvTemporalDB))
+	}
 	for _, p := range provider.Names {
 		if err := c.Policies[p].Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s policy: %w", p, err))
@@ -198,9 +222,12 @@ func (c Config) simulated() bool { return c.Dev && c.SimulatorAddress != Off }
 // from the environment.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Dev, "dev", false, "run everything in this process: Temporal with the web UI, the provider simulator and the ledger, under --data-dir")
+	fs.BoolVar(&c.ServerOnly, "server-only", false, "run only the embedded Temporal server (and web UI unless --ui off); on a postgres:// --temporal-db, several such processes are one cluster")
+	fs.StringVar(&c.TemporalDB, "temporal-db", "", "the embedded Temporal server's database (--dev, --server-only): postgres://user@host/db (db and db"+devstack.VisibilitySuffix+", created and migrated at start); default $"+EnvTemporalDB+", else a SQLite file in --data-dir")
+	fs.StringVar(&c.BroadcastAddress, "broadcast-address", "", "with a postgres:// --temporal-db: the IP the other servers of the cluster reach this one on (default the --frontend host)")
 	fs.StringVar(&c.DataDir, "data-dir", devstack.DefaultDataDir, "dev-mode state directory (Temporal's SQLite file, the ledger)")
-	fs.StringVar(&c.FrontendAddress, "frontend", devstack.DefaultFrontendAddress, "dev mode: the Temporal frontend address")
-	fs.StringVar(&c.UIAddress, "ui", devstack.DefaultUIAddress, `dev mode: the Temporal web UI address, or "off"`)
+	fs.StringVar(&c.FrontendAddress, "frontend", devstack.DefaultFrontendAddress, "dev and server-only modes: the Temporal frontend address")
+	fs.StringVar(&c.UIAddress, "ui", devstack.DefaultUIAddress, `dev and server-only modes: the Temporal web UI address, or "off"`)
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
 	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
@@ -251,4 +278,5 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Sendy.Token = logging.Secret(os.Getenv(EnvSendyToken))
 	c.IntakeSecret = logging.Secret(os.Getenv(EnvIntakeSecret))
 	c.envLedger = os.Getenv(EnvLedger)
+	c.envTemporalDB = os.Getenv(EnvTemporalDB)
 }

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/audit"
+	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
@@ -215,6 +216,9 @@ func (c *cmd) dial(ctx context.Context) (*starter.Starter, func(), error) {
 		opts.Namespace = client.DefaultNamespace
 	}
 	opts.Logger = logging.SDK(zap.NewNop())
+	if err := frontends.Apply(&opts); err != nil {
+		return nil, nil, err
+	}
 	tc, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to Temporal at %s: %w (is `go run ./worker --dev` running? set TEMPORAL_ADDRESS for another cluster)", opts.HostPort, err)

@@ -1,16 +1,22 @@
 // Package devstack runs a complete Temporal service inside the current
-// process: the server on a SQLite file and the Temporal web UI, the way the
-// Temporal CLI's dev server does. It is the embedded default that lets one
-// command bring up everything on a machine with nothing else installed.
+// process: the server and the Temporal web UI, the way the Temporal CLI's
+// dev server does. It is the embedded default that lets one command bring
+// up everything on a machine with nothing else installed.
 //
-// State lives in Config.DataDir; starting again on the same directory keeps
-// every workflow and its history.
+// By default state lives in a SQLite file in Config.DataDir; starting
+// again on the same directory keeps every workflow and its history. With
+// Config.Database set to a PostgreSQL DSN the server keeps its state
+// there instead, creates or upgrades the schema on start, and finds the
+// other servers on the same database through it: several processes, on
+// one host or many, are then one Temporal cluster that survives the loss
+// of any of them.
 package devstack
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -73,8 +79,18 @@ type Config struct {
 	// 127.0.0.1:8233. Port 0 picks a free port; "off" starts no UI.
 	UIAddress string
 	// DataDir holds temporal.db, the server's SQLite file. Default .smsorch
-	// in the working directory. It is created if missing.
+	// in the working directory. It is created if missing. Unused when
+	// Database is set.
 	DataDir string
+	// Database, when set, is a PostgreSQL DSN (postgres://user@host/db):
+	// persistence in db, visibility in db_visibility, both created and
+	// brought to the server's schema at start. Every server started on the
+	// same database joins the same cluster.
+	Database string
+	// BroadcastAddress is the IP other servers of the cluster reach this
+	// one on (Postgres only). Default the frontend's host, which must then
+	// be an IP other than 0.0.0.0.
+	BroadcastAddress string
 	// Namespace is registered at start. Default "default".
 	Namespace string
 	// Retention of closed runs in Namespace. Default and minimum 30 days.
@@ -127,9 +143,33 @@ func (c Config) validate() error {
 	if _, err := zapcore.ParseLevel(c.ServerLogLevel); err != nil {
 		return fmt.Errorf("server log level %q is not known: use debug, info, warn or error", c.ServerLogLevel)
 	}
+	if c.Database != "" {
+		if !IsPostgres(c.Database) {
+			return fmt.Errorf("the Temporal database %s is not a postgres:// DSN: give postgres://user@host:5432/temporal, or leave it empty for a SQLite file in the data directory", logging.RedactDSN(c.Database))
+		}
+		if _, err := parsePostgres(c.Database); err != nil {
+			return err
+		}
+		if err := c.checkBroadcast(); err != nil {
+			return err
+		}
+	}
 	if c.Retention < MinRetention {
 		return fmt.Errorf("namespace retention %s is shorter than %s: the workflow-id duplicate check only sees closed runs within retention; set at least %s",
 			c.Retention, MinRetention, MinRetention)
+	}
+	return nil
+}
+
+// checkBroadcast makes sure the servers of a cluster can reach this one.
+func (c Config) checkBroadcast() error {
+	addr := c.BroadcastAddress
+	if addr == "" {
+		addr, _, _ = net.SplitHostPort(c.FrontendAddress)
+	}
+	ip := net.ParseIP(addr)
+	if ip == nil || ip.IsUnspecified() {
+		return fmt.Errorf("the other Temporal servers on the database need an IP address to reach this one, and %q is not one: set the broadcast address (an IP of this host), or listen on a specific IP", addr)
 	}
 	return nil
 }
@@ -161,8 +201,18 @@ func (s *Stack) UIURL() string {
 // Namespace is the namespace registered at start.
 func (s *Stack) Namespace() string { return s.cfg.Namespace }
 
-// DatabasePath is the SQLite file that holds the server's state.
+// DatabasePath is the SQLite file that holds the server's state ("" on
+// PostgreSQL).
 func (s *Stack) DatabasePath() string { return s.dbPath }
+
+// State says where the server keeps its state: the SQLite file, or the
+// PostgreSQL database with its password left out.
+func (s *Stack) State() string {
+	if s.cfg.Database != "" {
+		return logging.RedactDSN(s.cfg.Database) + " (and its " + VisibilitySuffix + " database)"
+	}
+	return s.dbPath
+}
 
 // Start brings up the server and the UI and returns once the namespace
 // answers with its retention and search attributes in place. On error
@@ -172,10 +222,13 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create the dev-stack data directory %s: %w", cfg.DataDir, err)
+	s := &Stack{cfg: cfg}
+	if cfg.Database == "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("create the dev-stack data directory %s: %w", cfg.DataDir, err)
+		}
+		s.dbPath = filepath.Join(cfg.DataDir, "temporal.db")
 	}
-	s := &Stack{cfg: cfg, dbPath: filepath.Join(cfg.DataDir, "temporal.db")}
 
 	frontendHost, frontendPort, err := resolvePort(cfg.FrontendAddress)
 	if err != nil {
@@ -210,7 +263,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 	}
 
-	srv, err := s.buildServer(frontendHost, frontendPort)
+	srv, err := s.buildServer(ctx, frontendHost, frontendPort)
 	if err != nil {
 		return nil, err
 	}
@@ -247,37 +300,27 @@ func (s *Stack) Stop() error {
 	return s.stopErr
 }
 
-func (s *Stack) buildServer(frontendHost string, frontendPort int) (temporal.Server, error) {
-	sqlCfg := &config.SQL{
-		PluginName:   sqliteplugin.PluginName,
-		DatabaseName: s.dbPath,
-		ConnectAttributes: map[string]string{
-			"mode":         "rwc",
-			"journal_mode": "wal",
-			"synchronous":  "2", // FULL: a committed workflow task survives a crash of the process
-		},
-	}
-	if _, err := os.Stat(s.dbPath); errors.Is(err, os.ErrNotExist) {
-		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
-			return nil, fmt.Errorf("create the Temporal schema in %s: %w", s.dbPath, err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("read the dev-stack database %s: %w", s.dbPath, err)
-	}
+func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPort int) (temporal.Server, error) {
+	level, _ := zapcore.ParseLevel(s.cfg.ServerLogLevel) // checked in validate
+	logger := serverlog.NewZapLogger(s.cfg.Logger.Named("temporal-server").WithOptions(zap.IncreaseLevel(level)))
 	const clusterName = "active"
-	ns, err := sqliteschema.NewNamespaceConfig(clusterName, s.cfg.Namespace, false, s.cfg.SearchAttributes)
-	if err != nil {
-		return nil, fmt.Errorf("prepare namespace %s: %w", s.cfg.Namespace, err)
-	}
-	ns.Detail.Config.Retention = durationpb.New(s.cfg.Retention)
-	// A no-op when the namespace exists; ensureNamespace then fixes it up through the API.
-	if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
-		return nil, fmt.Errorf("register namespace %s: %w", s.cfg.Namespace, err)
-	}
+	var conf config.Config
 
-	ports := make([]int, 4) // frontend HTTP, history, matching, worker
+	// Ports besides the frontend's: frontend HTTP, history, matching,
+	// worker, and on PostgreSQL each service's membership port.
+	n := 4
+	if s.cfg.Database != "" {
+		n = 8
+	}
+	ports := make([]int, n)
 	for i := range ports {
-		if ports[i], err = freePort(frontendHost); err != nil {
+		var err error
+		if i < 4 {
+			ports[i], err = freePort(frontendHost)
+		} else {
+			ports[i], err = freeMembershipPort(frontendHost)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -286,14 +329,58 @@ func (s *Stack) buildServer(frontendHost string, frontendPort int) (temporal.Ser
 	service := func(grpc, http int) config.Service {
 		return config.Service{RPC: config.RPC{GRPCPort: grpc, HTTPPort: http, BindOnIP: frontendHost}}
 	}
-
-	var conf config.Config
+	conf.Services = map[string]config.Service{
+		"frontend": service(frontendPort, frontendHTTPPort),
+		"history":  service(historyPort, 0),
+		"matching": service(matchingPort, 0),
+		"worker":   service(workerPort, 0),
+	}
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
 	conf.Global.Membership.BroadcastAddress = frontendHost
-	conf.Persistence.DefaultStore = "sqlite-default"
-	conf.Persistence.VisibilityStore = "sqlite-default"
-	conf.Persistence.NumHistoryShards = 1
-	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite-default": {SQL: sqlCfg}}
+
+	var hosts temporal.ServerOption
+	if s.cfg.Database == "" {
+		sqlCfg, err := s.setupSQLite()
+		if err != nil {
+			return nil, err
+		}
+		conf.Persistence.DefaultStore = "sqlite-default"
+		conf.Persistence.VisibilityStore = "sqlite-default"
+		conf.Persistence.NumHistoryShards = 1
+		conf.Persistence.DataStores = map[string]config.DataStore{"sqlite-default": {SQL: sqlCfg}}
+		// One process is the whole service: no membership to discover.
+		hosts = temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: static.SingleLocalHost(s.frontendAddr),
+			primitives.HistoryService:  static.SingleLocalHost(hostPort(historyPort)),
+			primitives.MatchingService: static.SingleLocalHost(hostPort(matchingPort)),
+			primitives.WorkerService:   static.SingleLocalHost(hostPort(workerPort)),
+		})
+	} else {
+		stores, err := parsePostgres(s.cfg.Database) // checked in validate
+		if err != nil {
+			return nil, err
+		}
+		if err := stores.setup(ctx, logger); err != nil {
+			return nil, err
+		}
+		conf.Persistence.DefaultStore = "postgres-default"
+		conf.Persistence.VisibilityStore = "postgres-visibility"
+		conf.Persistence.NumHistoryShards = PostgresHistoryShards
+		conf.Persistence.DataStores = map[string]config.DataStore{
+			"postgres-default":    {SQL: stores.persistence},
+			"postgres-visibility": {SQL: stores.visibility},
+		}
+		// Membership through the database: each service announces its
+		// membership port there and finds the other servers' services.
+		for i, name := range []string{"frontend", "history", "matching", "worker"} {
+			svc := conf.Services[name]
+			svc.RPC.MembershipPort = ports[4+i]
+			conf.Services[name] = svc
+		}
+		if s.cfg.BroadcastAddress != "" {
+			conf.Global.Membership.BroadcastAddress = s.cfg.BroadcastAddress
+		}
+	}
 	conf.ClusterMetadata = &cluster.Config{
 		FailoverVersionIncrement: 10,
 		MasterClusterName:        clusterName,
@@ -303,24 +390,17 @@ func (s *Stack) buildServer(frontendHost string, frontendPort int) (temporal.Ser
 			InitialFailoverVersion: 1,
 			RPCAddress:             s.frontendAddr,
 			HTTPAddress:            hostPort(frontendHTTPPort),
-			ClusterID:              "8d0b7e0e-6a5f-4c1e-9a53-2f1d3c4b5a69", // fixed: one dev cluster per data directory
+			ClusterID:              "8d0b7e0e-6a5f-4c1e-9a53-2f1d3c4b5a69", // fixed: kept in the database at first start
 		}},
 	}
 	conf.DCRedirectionPolicy.Policy = "noop"
-	conf.Services = map[string]config.Service{
-		"frontend": service(frontendPort, frontendHTTPPort),
-		"history":  service(historyPort, 0),
-		"matching": service(matchingPort, 0),
-		"worker":   service(workerPort, 0),
-	}
 	conf.Archival.History.State = "disabled"
 	conf.Archival.Visibility.State = "disabled"
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	// The server's own system workflows reach the frontend of this process.
 	conf.PublicClient.HostPort = s.frontendAddr
 
-	level, _ := zapcore.ParseLevel(s.cfg.ServerLogLevel) // checked in validate
-	logger := serverlog.NewZapLogger(s.cfg.Logger.Named("temporal-server").WithOptions(zap.IncreaseLevel(level)))
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
 		return nil, fmt.Errorf("build the server authorizer: %w", err)
@@ -340,24 +420,52 @@ func (s *Stack) buildServer(frontendHost string, frontendPort int) (temporal.Ser
 		// "System Persistence Max QPS Reached". A local file takes more.
 		dynamicconfig.FrontendPersistenceMaxQPS.Key(): 20000,
 	}
-	srv, err := temporal.NewServer(
+	opts := []temporal.ServerOption{
 		temporal.WithConfig(&conf),
 		temporal.ForServices(temporal.DefaultServices),
-		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
-			primitives.FrontendService: static.SingleLocalHost(s.frontendAddr),
-			primitives.HistoryService:  static.SingleLocalHost(hostPort(historyPort)),
-			primitives.MatchingService: static.SingleLocalHost(hostPort(matchingPort)),
-			primitives.WorkerService:   static.SingleLocalHost(hostPort(workerPort)),
-		}),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
 		temporal.WithDynamicConfigClient(dyn),
-	)
+	}
+	if hosts != nil {
+		opts = append(opts, hosts)
+	}
+	srv, err := temporal.NewServer(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("build the Temporal server: %w", err)
 	}
 	return srv, nil
+}
+
+// setupSQLite creates the schema in a new file and the namespace in it.
+func (s *Stack) setupSQLite() (*config.SQL, error) {
+	sqlCfg := &config.SQL{
+		PluginName:   sqliteplugin.PluginName,
+		DatabaseName: s.dbPath,
+		ConnectAttributes: map[string]string{
+			"mode":         "rwc",
+			"journal_mode": "wal",
+			"synchronous":  "2", // FULL: a committed workflow task survives a crash of the process
+		},
+	}
+	if _, err := os.Stat(s.dbPath); errors.Is(err, os.ErrNotExist) {
+		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
+			return nil, fmt.Errorf("create the Temporal schema in %s: %w", s.dbPath, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("read the dev-stack database %s: %w", s.dbPath, err)
+	}
+	ns, err := sqliteschema.NewNamespaceConfig("active", s.cfg.Namespace, false, s.cfg.SearchAttributes)
+	if err != nil {
+		return nil, fmt.Errorf("prepare namespace %s: %w", s.cfg.Namespace, err)
+	}
+	ns.Detail.Config.Retention = durationpb.New(s.cfg.Retention)
+	// A no-op when the namespace exists; ensureNamespace then fixes it up through the API.
+	if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
+		return nil, fmt.Errorf("register namespace %s: %w", s.cfg.Namespace, err)
+	}
+	return sqlCfg, nil
 }
 
 // ready waits for the frontend and the UI to answer, then makes sure the
@@ -386,6 +494,20 @@ func ensureNamespace(ctx context.Context, c client.Client, cfg Config) error {
 	err := retry(ctx, func() error {
 		var err error
 		desc, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: cfg.Namespace})
+		var notFound *serviceerror.NamespaceNotFound
+		if errors.As(err, &notFound) {
+			// A new database (PostgreSQL): register it; a server starting
+			// beside this one may do the same.
+			_, rerr := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+				Namespace:                        cfg.Namespace,
+				Description:                      "SMS notifications (registered by smsorch)",
+				WorkflowExecutionRetentionPeriod: durationpb.New(cfg.Retention),
+			})
+			var exists *serviceerror.NamespaceAlreadyExists
+			if rerr != nil && !errors.As(rerr, &exists) {
+				return fmt.Errorf("register namespace %s: %w", cfg.Namespace, rerr)
+			}
+		}
 		return err
 	})
 	if err != nil {
@@ -399,6 +521,15 @@ func ensureNamespace(ctx context.Context, c client.Client, cfg Config) error {
 		if err != nil {
 			return fmt.Errorf("raise the retention of namespace %s to %s: %w", cfg.Namespace, cfg.Retention, err)
 		}
+	}
+	// A namespace registered just now reaches the frontend's cache a few
+	// seconds later; until then starts, polls and attribute changes in it fail.
+	err = retry(ctx, func() error {
+		_, err := c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: cfg.Namespace})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s does not answer: %w", cfg.Namespace, err)
 	}
 	return EnsureSearchAttributes(ctx, c, cfg.Namespace, cfg.SearchAttributes)
 }
@@ -506,6 +637,19 @@ func freePort(host string) (int, error) {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freeMembershipPort finds a free port below 32768: the server keeps a
+// membership port in a smallint column, which the ephemeral ports the
+// kernel hands out (32768 and up) overflow.
+func freeMembershipPort(host string) (int, error) {
+	for i := 0; i < 200; i++ {
+		p := 20000 + rand.IntN(32768-20000)
+		if portFree(net.JoinHostPort(host, strconv.Itoa(p))) == nil {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("find a free membership port below 32768 on %s: 200 tries failed", host)
 }
 
 func portFree(addr string) error {

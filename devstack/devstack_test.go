@@ -5,10 +5,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -19,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/acme/smsorch/internal/pgtest"
 	"github.com/acme/smsorch/logging"
 )
 
@@ -27,7 +31,9 @@ var testAttributes = map[string]enumspb.IndexedValueType{
 	"SmsProvider": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
-func startStack(t *testing.T, dir string) *Stack {
+// startStack starts a stack on a SQLite file in dir, or on the
+// PostgreSQL database db when it is set.
+func startStack(t *testing.T, dir, db string) *Stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -35,6 +41,7 @@ func startStack(t *testing.T, dir string) *Stack {
 		FrontendAddress:  "127.0.0.1:0",
 		UIAddress:        "127.0.0.1:0",
 		DataDir:          dir,
+		Database:         db,
 		SearchAttributes: testAttributes,
 		// Not zaptest: the server's goroutines may still log a redial after
 		// Stop returns, and zaptest fails a test that logs after it ended.
@@ -57,10 +64,43 @@ func echo(_ workflow.Context, s string) (string, error) { return "echo " + s, ni
 
 func TestStackServesNamespaceUIAndSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ctx := context.Background()
+	checkStackServesAndSurvivesRestart(t, t.TempDir(), "")
+}
 
-	s := startStack(t, dir)
+// On PostgreSQL the stack creates the visibility database and both
+// schemas, registers the namespace through the API, and a second start
+// on the same database finds its runs (the schema upgrade is a no-op).
+func TestStackOnPostgresServesNamespaceUIAndSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Database(t)
+	t.Cleanup(func() { dropVisibility(t, db) }) // after the stacks' own cleanups
+	checkStackServesAndSurvivesRestart(t, t.TempDir(), db)
+}
+
+func dropVisibility(t *testing.T, db string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Logf("drop the visibility database: %v", err)
+		return
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	name := conn.Config().Database + VisibilitySuffix
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Logf("drop the visibility database %s: %v", name, err)
+	}
+}
+
+func checkStackServesAndSurvivesRestart(t *testing.T, dir, db string) {
+	ctx := context.Background()
+	s := startStack(t, dir, db)
+	if db != "" {
+		require.Empty(t, s.DatabasePath())
+		require.Contains(t, s.State(), VisibilitySuffix)
+		_, err := os.Stat(filepath.Join(dir, "temporal.db"))
+		require.ErrorIs(t, err, os.ErrNotExist, "no SQLite file beside a PostgreSQL stack")
+	}
 	c := dial(t, s)
 
 	// The frontend answers, with the namespace's retention and search attributes.
@@ -98,7 +138,7 @@ func TestStackServesNamespaceUIAndSurvivesRestart(t *testing.T) {
 	require.NoError(t, s.Stop())
 
 	// ...and is still there, with its result, after a stop and a start on the same directory.
-	s2 := startStack(t, dir)
+	s2 := startStack(t, dir, db)
 	c2 := dial(t, s2)
 	desc, err := c2.DescribeWorkflowExecution(ctx, "order-58213-shipped", "")
 	require.NoError(t, err)
@@ -121,10 +161,15 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		{Config{UIAddress: "localhost"}, `or "off"`},
 		{Config{Retention: 24 * time.Hour}, "set at least 720h0m0s"},
 		{Config{ServerLogLevel: "chatty"}, "use debug, info, warn or error"},
+		{Config{Database: "mysql://root@127.0.0.1/temporal"}, "is not a postgres:// DSN"},
+		{Config{Database: "postgres://postgres:hunter2@127.0.0.1:5432"}, "names no database"},
+		{Config{Database: "postgres://127.0.0.1:5432/temporal"}, "names no user"},
+		{Config{Database: "postgres://postgres@127.0.0.1/temporal", FrontendAddress: "0.0.0.0:7233"}, "set the broadcast address"},
 	} {
 		tc.cfg.DataDir = t.TempDir()
 		_, err := Start(ctx, tc.cfg)
 		require.ErrorContains(t, err, tc.want)
+		require.NotContains(t, err.Error(), "hunter2", "a password in an error")
 	}
 }
 
