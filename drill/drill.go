@@ -30,6 +30,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/audit"
+	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
@@ -79,6 +80,13 @@ type Config struct {
 	// it): the drill makes a fresh database there and the worker keeps its
 	// ledger in it instead of a SQLite file.
 	Postgres string
+	// Cluster runs the production shape instead of one dev process: two
+	// Temporal server processes as one cluster on a fresh PostgreSQL
+	// database, and two workers outside dev mode sharing the PostgreSQL
+	// ledger, each with its intake. The first kill is a SIGKILL of the
+	// second server (not restarted: its shards move to the survivor); the
+	// others kill a worker in turn and restart it. Needs Postgres.
+	Cluster bool
 	// Dir holds the worker's state and the processes' logs.
 	Dir  string
 	Bins Binaries
@@ -118,17 +126,13 @@ const attemptTimeout = 2 * time.Second
 type drill struct {
 	cfg Config
 	// ledger is the worker's --ledger: a SQLite file or a postgres:// DSN.
-	ledger   string
-	rng      *rand.Rand
-	simURL   string
-	frontend string
-	intake   string
-	worker   *proc
-	workerMu sync.Mutex
-	st       *starter.Starter
-	tc       client.Client
-	events   []*event
-	kills    int
+	ledger string
+	rng    *rand.Rand
+	simURL string
+	topology
+	st     *starter.Starter
+	tc     client.Client
+	events []*event
 }
 
 type event struct {
@@ -172,17 +176,18 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	if err := d.installFaults(); err != nil {
 		return Summary{}, nil, err
 	}
-	if err := d.startWorker(ctx); err != nil {
+	if err := d.startProcesses(ctx); err != nil {
+		d.stopAll()
 		return Summary{}, nil, err
 	}
-	defer func() {
-		if w := d.current(); w != nil {
-			w.stop(30 * time.Second)
-		}
-	}()
-	tc, err := client.DialContext(ctx, client.Options{HostPort: d.frontend, Logger: logging.SDK(zap.NewNop())})
+	defer d.stopAll()
+	opts := client.Options{HostPort: strings.Join(d.frontends, ","), Logger: logging.SDK(zap.NewNop())}
+	if err := frontends.Apply(&opts); err != nil {
+		return Summary{}, nil, err
+	}
+	tc, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return Summary{}, nil, fmt.Errorf("drill: dial Temporal at %s: %w", d.frontend, err)
+		return Summary{}, nil, fmt.Errorf("drill: dial Temporal at %s: %w", strings.Join(d.frontends, ","), err)
 	}
 	defer tc.Close()
 	d.tc, d.st = tc, starter.New(tc)
@@ -197,11 +202,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	}
 	d.logf("every run ended; collecting results and posting every event once more")
 	d.collectResults(ctx)
-	w := d.current()
-	w.stop(30 * time.Second)
-	d.workerMu.Lock()
-	d.worker = nil
-	d.workerMu.Unlock()
+	d.stopWorkers()
 	if err := d.countMessages(ctx); err != nil {
 		return Summary{}, nil, err
 	}
@@ -212,7 +213,8 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	for i, e := range d.events {
 		outs[i] = e.out
 	}
-	s := Summarize(cfg.Seed, d.kills, outs)
+	s := Summarize(cfg.Seed, len(d.killed), outs)
+	s.Topology, s.KillsDone = d.describe(), d.killed
 	for _, e := range d.events {
 		if e.out.Started+e.out.Existing == 0 {
 			s.StartsFailed++
@@ -220,8 +222,11 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	}
 	if cfg.Postgres != "" && len(s.Violations()) == 0 {
 		// A drill that kept every promise leaves nothing to inspect.
-		if err := dropDatabase(ctx, cfg.Postgres, d.ledger); err != nil {
-			d.logf("could not drop the drill's ledger database: %v", err)
+		d.stopAll()
+		for _, db := range d.databases() {
+			if err := dropDatabase(ctx, cfg.Postgres, db); err != nil {
+				d.logf("could not drop the drill's database %s: %v", logging.RedactDSN(db), err)
+			}
 		}
 	}
 	return s, outs, nil
@@ -329,64 +334,6 @@ func (d *drill) installFaults() error {
 	return nil
 }
 
-func (d *drill) workerArgs() []string {
-	w := d.cfg.Window
-	margin := w / 4
-	return []string{
-		"--dev", "--data-dir", filepath.Join(d.cfg.Dir, "state"), "--ledger", d.ledger, "--frontend", d.frontend, "--ui", "off",
-		"--simulator", "off", "--intake", d.intake, "--log-format", "json",
-		"--bird-url", d.simURL, "--bird-workspace", simulator.DevWorkspace, "--bird-channel", simulator.DevChannel,
-		"--sendy-url", d.simURL,
-		"--attempt-timeout", attemptTimeout.String(),
-		"--bird-replay-window", w.String(), "--sendy-replay-window", w.String(), "--window-margin", margin.String(),
-		// The longest a hung attempt can still take effect: the hang (which
-		// outlives Bird's lock) plus the attempt timeout, with margin.
-		"--late-effect-horizon", (d.cfg.Hang + attemptTimeout + 4*time.Second).String(),
-		"--reconcile-retry", "10s", "--status-poll", "1s", "--tracking-limit", "3m", "--decision-deadline", "30m",
-	}
-}
-
-func (d *drill) startWorker(ctx context.Context) error {
-	if d.frontend == "" {
-		var err error
-		if d.frontend, err = freeAddr(); err != nil {
-			return err
-		}
-		if d.intake, err = freeAddr(); err != nil {
-			return err
-		}
-	}
-	env := []string{"BIRD_ACCESS_KEY=" + simulator.DefaultBirdAccessKey, "SENDY_TOKEN=" + simulator.DefaultSendyToken}
-	p, err := startProc("worker", d.cfg.Bins.Worker, d.workerArgs(), env, filepath.Join(d.cfg.Dir, "worker.log"))
-	if err != nil {
-		return err
-	}
-	if err := waitHTTP(ctx, p, "http://"+d.intake+"/healthz", 3*time.Minute); err != nil {
-		p.kill()
-		return fmt.Errorf("drill: the worker did not come up (see %s): %w", filepath.Join(d.cfg.Dir, "worker.log"), err)
-	}
-	d.workerMu.Lock()
-	d.worker = p
-	d.workerMu.Unlock()
-	return nil
-}
-
-func (d *drill) current() *proc {
-	d.workerMu.Lock()
-	defer d.workerMu.Unlock()
-	return d.worker
-}
-
-// killAndRestart SIGKILLs the worker (Temporal, intake and all) and
-// starts it again on the same state directory.
-func (d *drill) killAndRestart(ctx context.Context) error {
-	w := d.current()
-	w.kill()
-	d.kills++
-	d.logf("kill %d: SIGKILL of the worker (pid %d); restarting it on the same state", d.kills, w.cmd.Process.Pid)
-	return d.startWorker(ctx)
-}
-
 // killSpacing is the time between two kills: half a replay window, so
 // each kill meets runs in every phase (sending, retrying, reconciling,
 // tracking) and the worker has come back up before the next.
@@ -412,7 +359,21 @@ func (d *drill) startAll(ctx context.Context) error {
 		}
 		killErr <- nil
 	}()
-	d.each(func(e *event) { d.postThrice(ctx, e) })
+	// In the cluster the starts are spread over the first two kills, so
+	// the server's death and a worker's meet starts as well as runs.
+	var spread time.Duration
+	if d.cfg.Cluster {
+		spread = 2 * d.killSpacing()
+	}
+	begin := time.Now()
+	index := make(map[*event]int, len(d.events))
+	for i, e := range d.events {
+		index[e] = i
+	}
+	d.each(func(e *event) {
+		time.Sleep(time.Until(begin.Add(spread * time.Duration(index[e]) / time.Duration(len(d.events)))))
+		d.postThrice(ctx, e)
+	})
 	d.logf("all events posted")
 	return <-killErr
 }
@@ -468,7 +429,7 @@ func (d *drill) retry(ctx context.Context, f func(context.Context) (bool, error)
 
 func (d *drill) postIntake(ctx context.Context, e *event) (bool, error) {
 	b, _ := json.Marshal(e.e)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+d.intake+"/v1/events", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+d.nextIntake()+"/v1/events", bytes.NewReader(b))
 	if err != nil {
 		return false, err
 	}

@@ -29,6 +29,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.LateShare, "late-share", 0.03, "share of events whose first attempt takes effect unstored and whose retries are rate limited past the window")
 	fs.Float64Var(&cfg.SecondKeyShare, "second-key-share", 0.03, "share of events whose message fails and whose resend's outcome stays unknown with a message behind it")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 32, "events started at once")
+	fs.BoolVar(&cfg.Cluster, "cluster", false, "the production shape: two Temporal servers as one cluster on PostgreSQL and two workers outside dev mode on the PostgreSQL ledger; the first kill takes a server down for good, the others a worker in turn (needs -postgres)")
 	fs.StringVar(&cfg.Postgres, "postgres", "", "keep the worker's ledger on this PostgreSQL server (a fresh database per drill), e.g. postgres://postgres@127.0.0.1:5432/postgres")
 	dir := fs.String("dir", "", "working directory for state and logs (default: a new temporary directory, kept on failure)")
 	jsonOut := fs.String("json", "", "also write the summaries and every event's outcome as JSON to this file")
@@ -40,6 +41,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	list, err := parseSeeds(*seeds)
 	if err != nil || cfg.Events < 2 || cfg.Kills < 0 {
 		fmt.Fprintf(stderr, "smsdrill: %v\n", orText(err, "give at least 2 events and 0 or more kills"))
+		return 2
+	}
+	if cfg.Cluster && cfg.Postgres == "" {
+		fmt.Fprintln(stderr, "smsdrill: -cluster needs -postgres: the cluster keeps Temporal and the ledger on PostgreSQL, e.g. -postgres postgres://postgres@127.0.0.1:5432/postgres")
 		return 2
 	}
 	if *dir == "" {

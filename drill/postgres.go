@@ -48,3 +48,25 @@ func dropDatabase(ctx context.Context, dsn, db string) error {
 	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()+" WITH (FORCE)")
 	return err
 }
+
+// freshDatabaseName returns the DSN of a database, not yet created, for
+// one drill's use on the server at dsn (the Temporal server creates its
+// own).
+func freshDatabaseName(dsn string, seed uint64, use string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("drill: %s is not a URL: %w", logging.RedactDSN(dsn), err)
+	}
+	u.Path = fmt.Sprintf("/smsdrill_%d_%d_%s", seed, time.Now().Unix(), use)
+	return u.String(), nil
+}
+
+// withDatabaseSuffix names the database beside db: db plus suffix.
+func withDatabaseSuffix(db, suffix string) string {
+	u, err := url.Parse(db)
+	if err != nil {
+		return db
+	}
+	u.Path += suffix
+	return u.String()
+}

@@ -73,7 +73,11 @@ func (o Outcome) unknownToRun() []string {
 type Summary struct {
 	Seed   uint64 `json:"seed"`
 	Events int    `json:"events"`
-	Kills  int    `json:"kills"`
+	// Topology says what ran: one dev process, or the cluster.
+	Topology string `json:"topology"`
+	Kills    int    `json:"kills"`
+	// KillsDone names each process killed, in order.
+	KillsDone []string `json:"killsDone"`
 	// Starts answered, over every post of every event.
 	StartsStarted  int `json:"startsStarted"`
 	StartsExisting int `json:"startsExisting"`
@@ -192,7 +196,8 @@ func (s Summary) Print(w io.Writer) {
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("seed", s.Seed)
 	row("events", s.Events)
-	row("kills (SIGKILL of the dev process)", s.Kills)
+	row("processes", s.Topology)
+	row("kills (SIGKILL)", fmt.Sprintf("%d: %s", s.Kills, strings.Join(s.KillsDone, ", ")))
 	row("starts answered started / existing / never", fmt.Sprintf("%d / %d / %d", s.StartsStarted, s.StartsExisting, s.StartsFailed))
 	states := make([]string, 0, len(s.States))
 	for k := range s.States {
@@ -202,6 +207,7 @@ func (s Summary) Print(w io.Writer) {
 	for _, k := range states {
 		row("  runs "+k, s.States[k])
 	}
+	row("events settled (run ended)", s.Events-len(s.LostEvents))
 	row("provider messages (live)", fmt.Sprintf("%d (%d)", s.Messages, s.LiveMessages))
 	row("duplicates reported by the run or the audit / by the run", fmt.Sprintf("%d / %d", s.DuplicatesReported, s.DuplicatesReportedByRun))
 	row("runs reporting a possible duplicate", s.PossibleReported)

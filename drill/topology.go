@@ -1,0 +1,257 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/simulator"
+)
+
+// topology is the drill's processes: one dev worker (Temporal inside),
+// or the cluster: two server-only processes on PostgreSQL and two
+// workers outside dev mode.
+type topology struct {
+	frontends []string // Temporal frontends, one per server process
+	intakes   []string // one per worker process
+	// temporalDB is the cluster's Temporal database ("" in dev mode).
+	temporalDB string
+	mu         sync.Mutex
+	servers    []*proc // cluster only; nil once killed
+	workers    []*proc
+	killed     []string
+	next       atomic.Uint64 // intake rotation
+}
+
+func (d *drill) describe() string {
+	if d.cfg.Cluster {
+		return "2 Temporal servers (one cluster on PostgreSQL) + 2 workers (PostgreSQL ledger) + simulator"
+	}
+	return "1 dev worker (Temporal on SQLite inside) + simulator"
+}
+
+// databases are the PostgreSQL databases the drill made.
+func (d *drill) databases() []string {
+	var out []string
+	if d.cfg.Postgres != "" {
+		out = append(out, d.ledger)
+	}
+	if d.temporalDB != "" {
+		out = append(out, d.temporalDB, withDatabaseSuffix(d.temporalDB, devstack.VisibilitySuffix))
+	}
+	return out
+}
+
+// startProcesses starts the Temporal side and the workers.
+func (d *drill) startProcesses(ctx context.Context) error {
+	n := 1
+	if d.cfg.Cluster {
+		n = 2
+		if d.cfg.Postgres == "" {
+			return errors.New("drill: the cluster drill needs a PostgreSQL server (-postgres)")
+		}
+		var err error
+		if d.temporalDB, err = freshDatabaseName(d.cfg.Postgres, d.cfg.Seed, "temporal"); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < n; i++ {
+		f, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		in, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		d.frontends, d.intakes = append(d.frontends, f), append(d.intakes, in)
+	}
+	d.workers = make([]*proc, n)
+	if d.cfg.Cluster {
+		d.servers = make([]*proc, n)
+		// One after the other: the first creates the schema and the
+		// namespace, the second joins it.
+		for i := range d.servers {
+			if err := d.startServer(ctx, i); err != nil {
+				return err
+			}
+		}
+		d.logf("Temporal cluster up: servers at %s on %s", strings.Join(d.frontends, ", "), logging.RedactDSN(d.temporalDB))
+	}
+	for i := range d.workers {
+		if err := d.startWorker(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *drill) startServer(ctx context.Context, i int) error {
+	name := fmt.Sprintf("server-%d", i+1)
+	p, err := startProc(name, d.cfg.Bins.Worker, []string{
+		"--server-only", "--temporal-db", d.temporalDB, "--frontend", d.frontends[i], "--ui", "off", "--log-format", "json",
+	}, nil, filepath.Join(d.cfg.Dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	if err := waitTemporal(ctx, p, d.frontends[i], 3*time.Minute); err != nil {
+		p.kill()
+		return fmt.Errorf("drill: %s did not come up (see %s): %w", name, filepath.Join(d.cfg.Dir, name+".log"), err)
+	}
+	d.mu.Lock()
+	d.servers[i] = p
+	d.mu.Unlock()
+	return nil
+}
+
+// waitTemporal waits until the frontend at addr answers in the default
+// namespace, or the process exits, or timeout.
+func waitTemporal(ctx context.Context, p *proc, addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return fmt.Errorf("%s exited before it was ready: %v", p.name, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		c, err := client.DialContext(cctx, client.Options{HostPort: addr, Logger: logging.SDK(zap.NewNop())})
+		if err == nil {
+			_, err = c.WorkflowService().CountWorkflowExecutions(cctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: client.DefaultNamespace})
+			c.Close()
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer on %s within %s: %v", p.name, addr, timeout, last)
+}
+
+func (d *drill) workerArgs(i int) []string {
+	w := d.cfg.Window
+	margin := w / 4
+	args := []string{
+		"--ledger", d.ledger, "--intake", d.intakes[i], "--log-format", "json",
+		"--bird-url", d.simURL, "--bird-workspace", simulator.DevWorkspace, "--bird-channel", simulator.DevChannel,
+		"--sendy-url", d.simURL,
+		"--attempt-timeout", attemptTimeout.String(),
+		"--bird-replay-window", w.String(), "--sendy-replay-window", w.String(), "--window-margin", margin.String(),
+		// The longest a hung attempt can still take effect: the hang (which
+		// outlives Bird's lock) plus the attempt timeout, with margin.
+		"--late-effect-horizon", (d.cfg.Hang + attemptTimeout + 4*time.Second).String(),
+		"--reconcile-retry", "10s", "--status-poll", "1s", "--tracking-limit", "3m", "--decision-deadline", "30m",
+	}
+	if d.cfg.Cluster {
+		// A production worker: Temporal elsewhere, the intake on loopback unsigned.
+		return append(args, "--intake-insecure")
+	}
+	return append(args, "--dev", "--data-dir", filepath.Join(d.cfg.Dir, "state"), "--frontend", d.frontends[0], "--ui", "off", "--simulator", "off")
+}
+
+func (d *drill) startWorker(ctx context.Context, i int) error {
+	name := fmt.Sprintf("worker-%d", i+1)
+	env := []string{"BIRD_ACCESS_KEY=" + simulator.DefaultBirdAccessKey, "SENDY_TOKEN=" + simulator.DefaultSendyToken}
+	if d.cfg.Cluster {
+		env = append(env, "TEMPORAL_ADDRESS="+strings.Join(d.frontends, ","), "TEMPORAL_NAMESPACE="+client.DefaultNamespace)
+	}
+	log := filepath.Join(d.cfg.Dir, name+".log")
+	p, err := startProc(name, d.cfg.Bins.Worker, d.workerArgs(i), env, log)
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, p, "http://"+d.intakes[i]+"/healthz", 3*time.Minute); err != nil {
+		p.kill()
+		return fmt.Errorf("drill: %s did not come up (see %s): %w", name, log, err)
+	}
+	d.mu.Lock()
+	d.workers[i] = p
+	d.mu.Unlock()
+	return nil
+}
+
+// killAndRestart performs the next kill. One dev process: SIGKILL of
+// the worker (Temporal, intake and all), restarted on the same state.
+// Cluster: first the second server, for good; then a worker in turn,
+// restarted.
+func (d *drill) killAndRestart(ctx context.Context) error {
+	d.mu.Lock()
+	k := len(d.killed) + 1
+	d.mu.Unlock()
+	if d.cfg.Cluster && k == 1 {
+		d.mu.Lock()
+		p := d.servers[1]
+		d.servers[1] = nil
+		d.killed = append(d.killed, p.name)
+		d.mu.Unlock()
+		p.kill()
+		d.logf("kill %d: SIGKILL of %s (pid %d), not restarted: its shards move to server-1", k, p.name, p.cmd.Process.Pid)
+		return nil
+	}
+	i := 0
+	if d.cfg.Cluster {
+		i = k % 2 // worker-1, worker-2, worker-1, …
+	}
+	d.mu.Lock()
+	p := d.workers[i]
+	d.workers[i] = nil
+	d.killed = append(d.killed, p.name)
+	d.mu.Unlock()
+	p.kill()
+	d.logf("kill %d: SIGKILL of %s (pid %d); restarting it", k, p.name, p.cmd.Process.Pid)
+	return d.startWorker(ctx, i)
+}
+
+// nextIntake rotates over the workers' intakes, so a post retried after
+// a worker died goes to another.
+func (d *drill) nextIntake() string {
+	return d.intakes[int(d.next.Add(1)%uint64(len(d.intakes)))]
+}
+
+// stopWorkers stops every worker (SIGTERM, then SIGKILL after 30 s).
+func (d *drill) stopWorkers() {
+	d.mu.Lock()
+	ws := append([]*proc(nil), d.workers...)
+	for i := range d.workers {
+		d.workers[i] = nil
+	}
+	d.mu.Unlock()
+	for _, w := range ws {
+		if w != nil {
+			w.stop(30 * time.Second)
+		}
+	}
+}
+
+// stopAll stops the workers, then the servers.
+func (d *drill) stopAll() {
+	d.stopWorkers()
+	d.mu.Lock()
+	ss := append([]*proc(nil), d.servers...)
+	for i := range d.servers {
+		d.servers[i] = nil
+	}
+	d.mu.Unlock()
+	for _, s := range ss {
+		if s != nil {
+			s.stop(30 * time.Second)
+		}
+	}
+}
