@@ -48,9 +48,9 @@ type App struct {
 	// IntakeURL is the HTTP intake's base URL ("" when off).
 	IntakeURL string
 
-	worker  worker.Worker
-	intake  *http.Server
-	stopped bool
+	stopWorkers func()
+	intake      *http.Server
+	stopped     bool
 }
 
 // Start brings the process up; on error everything started is stopped.
@@ -117,10 +117,8 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		return nil, err
 	}
 	a.Activities = &activities.Activities{Providers: providers, Policies: cfg.Policies, Ledger: a.Ledger, Logger: log.Named("activities")}
-	a.worker = worker.New(a.Client, workflows.TaskQueue, worker.Options{})
-	Register(a.worker, a.Activities)
-	if err := a.worker.Start(); err != nil {
-		return nil, fmt.Errorf("start the worker on task queue %s: %w", workflows.TaskQueue, err)
+	if a.stopWorkers, err = StartWorkers(a.Client, a.Activities, cfg.RateLimits); err != nil {
+		return nil, err
 	}
 	if cfg.IntakeAddress != Off {
 		if err := a.serveIntake(); err != nil {
@@ -228,7 +226,18 @@ func (a *App) Banner() string {
 	}
 	if a.Ledger != nil {
 		fmt.Fprintf(&b, "  Send ledger:        %s (identity %s)\n", a.Ledger.Describe(), a.Ledger.Identity())
-		fmt.Fprintf(&b, "  Task queue:         %s\n", workflows.TaskQueue)
+		queues := []string{workflows.TaskQueue}
+		for _, p := range provider.Names {
+			if _, ok := a.Activities.Providers[p]; ok {
+				queues = append(queues, workflows.ProviderTaskQueue(string(p), workflows.PurposeSend), workflows.ProviderTaskQueue(string(p), workflows.PurposeLookup))
+			}
+		}
+		fmt.Fprintf(&b, "  Task queues:        %s\n", strings.Join(queues, ", "))
+		for _, p := range provider.Names {
+			if _, ok := a.Activities.Providers[p]; ok && a.Config.RateLimits[p] > 0 {
+				fmt.Fprintf(&b, "  %-19s %d requests a minute for the whole fleet\n", string(p)+" limit:", a.Config.RateLimits[p])
+			}
+		}
 	}
 	b.WriteString("Press Ctrl+C to stop.\n")
 	return b.String()
@@ -246,8 +255,8 @@ func (a *App) Stop() error {
 		errs = append(errs, a.intake.Shutdown(ctx))
 		cancel()
 	}
-	if a.worker != nil {
-		a.worker.Stop()
+	if a.stopWorkers != nil {
+		a.stopWorkers()
 	}
 	if a.Client != nil {
 		a.Client.Close()

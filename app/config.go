@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/acme/smsorch/activities"
@@ -94,6 +95,10 @@ type Config struct {
 	// configured.
 	Bird  BirdConfig
 	Sendy SendyConfig
+	// RateLimits are each provider's requests a minute for the whole
+	// fleet (0: none); default DefaultRateLimits. Every worker must give
+	// the same: the server enforces the last one a worker sent.
+	RateLimits map[provider.Name]int
 	// AttemptTimeout bounds one HTTP attempt; default 15 s.
 	AttemptTimeout time.Duration
 	// Policies are the per-provider durations; zero fields take
@@ -145,6 +150,14 @@ func (c Config) WithDefaults() Config {
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = activities.DefaultPolicy().AttemptTimeout
 	}
+	limits := map[provider.Name]int{}
+	for _, p := range provider.Names {
+		limits[p] = DefaultRateLimits[p]
+		if v, ok := c.RateLimits[p]; ok {
+			limits[p] = v
+		}
+	}
+	c.RateLimits = limits
 	policies := map[provider.Name]activities.Policy{}
 	for _, p := range provider.Names {
 		pol := c.Policies[p]
@@ -181,6 +194,11 @@ func (c Config) Validate() error {
 		}
 		if c.Sendy.BaseURL != "" && c.Sendy.Token == "" {
 			errs = append(errs, fmt.Errorf("sendy is configured but %s is empty: export the API token", EnvSendyToken))
+		}
+	}
+	for _, p := range provider.Names {
+		if _, _, err := QueueRates(c.RateLimits[p]); err != nil {
+			errs = append(errs, fmt.Errorf("--%s-rate-limit: %w", p, err))
 		}
 	}
 	errs = append(errs, c.validateIntake())
@@ -237,6 +255,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Bird.ChannelID, "bird-channel", "", "Bird SMS channel id")
 	fs.StringVar(&c.Sendy.BaseURL, "sendy-url", "", "Sendy's API base URL (token from "+EnvSendyToken+")")
 	fs.StringVar(&c.Sendy.Sender, "sendy-sender", "SMS", "Sendy's default sender name")
+	c.RateLimits = map[provider.Name]int{}
+	for _, p := range provider.Names {
+		fs.Func(string(p)+"-rate-limit", fmt.Sprintf("%s's requests a minute for the whole fleet of workers, sends and lookups together; 0 for none (default %d)", p, DefaultRateLimits[p]), func(s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				return fmt.Errorf("write a whole number of requests a minute, like 60, or 0 for no limit")
+			}
+			c.RateLimits[p] = n
+			return nil
+		})
+	}
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", activities.DefaultPolicy().AttemptTimeout, "bound of one HTTP attempt to a provider")
 	fs.StringVar(&c.LogFormat, "log-format", "", "console or json (default console in dev mode, json otherwise)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")

@@ -419,6 +419,11 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 		// the frontend's default 2,000 reads a second and fail with
 		// "System Persistence Max QPS Reached". A local file takes more.
 		dynamicconfig.FrontendPersistenceMaxQPS.Key(): 20000,
+		// One partition per task queue: a worker's activity rate limit is
+		// then enforced by one limiter, with a burst of one task, not split
+		// over four (the providers' request limits rely on it).
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 	}
 	opts := []temporal.ServerOption{
 		temporal.WithConfig(&conf),

@@ -151,7 +151,7 @@ func (d *drill) workerArgs(i int) []string {
 	args := []string{
 		"--ledger", d.ledger, "--intake", d.intakes[i], "--log-format", "json",
 		"--bird-url", d.simURL, "--bird-workspace", simulator.DevWorkspace, "--bird-channel", simulator.DevChannel,
-		"--sendy-url", d.simURL,
+		"--sendy-url", d.simURL, "--sendy-rate-limit", "0", // the drill's simulator has no limit
 		"--attempt-timeout", attemptTimeout.String(),
 		"--bird-replay-window", w.String(), "--sendy-replay-window", w.String(), "--window-margin", margin.String(),
 		// The longest a hung attempt can still take effect: the hang (which

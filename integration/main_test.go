@@ -82,6 +82,8 @@ func run(m *testing.M) int {
 		Simulator:      simulator.Config{DeliveryDelay: 300 * time.Millisecond, SendyRateLimit: -1, Seed: 11},
 		AttemptTimeout: policy.AttemptTimeout,
 		Policies:       map[provider.Name]activities.Policy{provider.Bird: policy, provider.Sendy: policy},
+		// The simulator above has no Sendy limit; neither has the fleet.
+		RateLimits: map[provider.Name]int{provider.Sendy: 0},
 	}, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start the dev app:", err)

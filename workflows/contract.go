@@ -36,6 +36,22 @@ const (
 	FailureType = "SmsFailed"
 )
 
+// Purposes of a provider's task queues: sends and lookups (status and
+// reconciliation) have budgets of their own, so lookups never hold a
+// send back.
+const (
+	PurposeSend   = "send"
+	PurposeLookup = "lookup"
+)
+
+// ProviderTaskQueue is the task queue of one provider's activities for
+// one purpose, e.g. "sms-sendy-send". Every worker polls them with the
+// same fleet-wide rate limit (worker option TaskQueueActivitiesPerSecond,
+// enforced by the server for all pollers together).
+func ProviderTaskQueue(provider, purpose string) string {
+	return TaskQueue + "-" + provider + "-" + purpose
+}
+
 // Search attributes: the state, so the UI lists what needs a person with
 // SmsState="AwaitingDecision"; the provider; and the event key.
 var (

@@ -88,6 +88,16 @@ type run struct {
 // fixed reports whether the run follows versionNoSilentDuplicates.
 func (r *run) fixed() bool { return r.v >= versionNoSilentDuplicates }
 
+// onQueue puts the provider's activities of one purpose on the
+// provider's own task queue (runs since versionProviderQueues); earlier
+// runs keep them on TaskQueue.
+func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.ActivityOptions {
+	if r.v >= versionProviderQueues {
+		o.TaskQueue = ProviderTaskQueue(r.in.Provider, purpose)
+	}
+	return o
+}
+
 // setup registers the handlers a run answers from its first moment.
 func (r *run) setup(ctx workflow.Context) {
 	r.ctx, _ = workflow.NewDisconnectedContext(ctx)
@@ -401,7 +411,7 @@ func (r *run) send() (State, bool) {
 // retry policy by outcome class, bounded by budget and maxAttempts; last
 // marks the last attempt after the retries.
 func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (activities.SendOutput, error) {
-	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
 		StartToCloseTimeout:    r.policy.AttemptTimeout + activities.AttemptSlack,
 		ScheduleToCloseTimeout: budget,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -414,7 +424,7 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (
 			MaximumAttempts:        maxAttempts,
 			NonRetryableErrorTypes: activities.NonRetryable,
 		},
-	})
+	}, PurposeSend))
 	var out activities.SendOutput
 	err := workflow.ExecuteActivity(ctx, a.Send, activities.SendInput{
 		EventKey: r.in.Key, Request: r.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay, LedgerID: r.ledgerID,
@@ -633,11 +643,11 @@ func (r *run) recheckPending() bool {
 }
 
 func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
-	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: r.policy.ReconcileBudget,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-	})
+	}, PurposeLookup))
 	var out activities.ReconcileOutput
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
 		EventKey: r.in.Key, Provider: r.in.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
@@ -649,10 +659,10 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 // final or the tracking limit passes.
 func (r *run) track() (State, bool) {
 	id := r.primary
-	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-	})
+	}, PurposeLookup))
 	limit := workflow.Now(r.ctx).Add(r.policy.TrackingLimit)
 	interval := r.policy.StatusPollInitial
 	for {

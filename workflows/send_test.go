@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -657,4 +658,43 @@ func TestResendAfterFailureFollowsTheLiveMessageFound(t *testing.T) {
 	require.Empty(t, res.ResendKeys)
 	require.Equal(t, "m-9", h.settled.MessageID)
 	require.Len(t, h.sends, 1)
+}
+
+// Runs since versionProviderQueues call the provider from its own task
+// queues, sends apart from lookups, where the workers' fleet-wide rate
+// limits apply; what does not call the provider stays on the run's queue.
+func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var mu sync.Mutex
+	queues := map[string]map[string]bool{}
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		mu.Lock()
+		defer mu.Unlock()
+		if queues[info.ActivityType.Name] == nil {
+			queues[info.ActivityType.Name] = map[string]bool{}
+		}
+		queues[info.ActivityType.Name][info.TaskQueue] = true
+	})
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+	})
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "m-7", Reference: key, Status: provider.StatusSent}}})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	send, lookup := ProviderTaskQueue("bird", PurposeSend), ProviderTaskQueue("bird", PurposeLookup)
+	require.Equal(t, "sms-bird-send", send)
+	require.Equal(t, map[string]bool{send: true}, queues["Send"])
+	require.Equal(t, map[string]bool{lookup: true}, queues["Reconcile"])
+	require.Equal(t, map[string]bool{lookup: true}, queues["Status"])
+	for _, other := range []string{"Prepare", "Plan", "Settle"} {
+		for q := range queues[other] {
+			require.NotContains(t, []string{send, lookup}, q, other+" does not call the provider")
+		}
+	}
+	require.NotEmpty(t, queues["Prepare"])
 }

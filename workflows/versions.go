@@ -25,6 +25,11 @@ const (
 	// message found by the look before settling turns a Cancelled or
 	// Failed run into Accepted.
 	versionLateEffectFirst workflow.Version = 2
+	// versionProviderQueues: the activities that call a provider run on
+	// that provider's task queues (ProviderTaskQueue), sends and lookups
+	// apart, where the workers' fleet-wide rate limits hold them to the
+	// provider's request limit.
+	versionProviderQueues workflow.Version = 3
 	// latestVersion is what new runs follow.
-	latestVersion = versionLateEffectFirst
+	latestVersion = versionProviderQueues
 )

@@ -1,0 +1,99 @@
+package app
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/workflows"
+)
+
+// DefaultRateLimits are the providers' published request limits, a
+// minute, for the whole fleet: Sendy allows 60 (PROVIDERS.md); Bird
+// publishes none (0: no limit).
+var DefaultRateLimits = map[provider.Name]int{provider.Sendy: 60, provider.Bird: 0}
+
+// burstHeadroom is the requests a minute kept back from a limit for the
+// server's rate limiter: it lets one task through at once per task
+// queue partition on top of the rate, and a queue has up to four
+// partitions on a cluster left at its defaults (the embedded server
+// runs one). Two queues per provider: eight.
+const burstHeadroom = 8
+
+// QueueRates splits a provider's fleet-wide limit of perMinute requests
+// into the rates, a second, of its send queue and its lookup queue:
+// after the headroom, three quarters for sends, one for lookups, so a
+// backlog of status lookups never delays a send. Zero means no limit.
+// Worst case in any 60 s: 60*(send+lookup) + burstHeadroom <= perMinute.
+func QueueRates(perMinute int) (send, lookup float64, err error) {
+	if perMinute == 0 {
+		return 0, 0, nil
+	}
+	if perMinute < burstHeadroom+4 {
+		return 0, 0, fmt.Errorf("a rate limit of %d requests a minute leaves no room: give at least %d, or 0 for none", perMinute, burstHeadroom+4)
+	}
+	budget := float64(perMinute - burstHeadroom)
+	return budget * 3 / 4 / 60, budget / 4 / 60, nil
+}
+
+// StartWorkers starts what one worker process polls: the workflow and
+// every activity on workflows.TaskQueue (runs from before the provider
+// queues schedule their sends there), and each configured provider's
+// queues. stop stops them all.
+func StartWorkers(c client.Client, acts *activities.Activities, limits map[provider.Name]int) (stop func(), err error) {
+	main := worker.New(c, workflows.TaskQueue, worker.Options{})
+	Register(main, acts)
+	if err := main.Start(); err != nil {
+		return nil, fmt.Errorf("start the worker on task queue %s: %w", workflows.TaskQueue, err)
+	}
+	ws, err := startProviderWorkers(c, acts, limits)
+	if err != nil {
+		main.Stop()
+		return nil, err
+	}
+	return func() {
+		for _, w := range append(ws, main) {
+			w.Stop()
+		}
+	}, nil
+}
+
+// startProviderWorkers starts, for each provider, a worker on its send
+// queue and one on its lookup queue, each with the queue's fleet-wide
+// rate. Every worker of the fleet must give the same limits: the server
+// keeps the last one a poller sent.
+func startProviderWorkers(c client.Client, acts *activities.Activities, limits map[provider.Name]int) ([]worker.Worker, error) {
+	var started []worker.Worker
+	stop := func() {
+		for _, w := range started {
+			w.Stop()
+		}
+	}
+	for _, p := range provider.Names {
+		if _, ok := acts.Providers[p]; !ok {
+			continue
+		}
+		send, lookup, err := QueueRates(limits[p])
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		for _, q := range []struct {
+			purpose string
+			rate    float64
+		}{{workflows.PurposeSend, send}, {workflows.PurposeLookup, lookup}} {
+			name := workflows.ProviderTaskQueue(string(p), q.purpose)
+			w := worker.New(c, name, worker.Options{TaskQueueActivitiesPerSecond: q.rate})
+			w.RegisterActivity(acts)
+			if err := w.Start(); err != nil {
+				stop()
+				return nil, fmt.Errorf("start the worker on task queue %s: %w", name, err)
+			}
+			started = append(started, w)
+		}
+	}
+	return started, nil
+}
