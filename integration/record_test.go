@@ -99,6 +99,17 @@ func TestRecordHistories(t *testing.T) {
 			fault(t, simulator.Fault{Kind: simulator.DropAfterCommit, Provider: "bird", Key: in.Key})
 			return finished(t, in)
 		}},
+		// versionProviderQueues: sends and lookups on the provider's queues.
+		{"v3-sendy-provider-queues-delivered.json", func(t *testing.T) string {
+			in := input(provider.Sendy, newKey("shipped"))
+			fault(t, simulator.Fault{Kind: simulator.DropAfterCommit, Provider: "sendy", Key: in.Key})
+			return finished(t, in)
+		}},
+		{"v3-bird-down-reconcile-resend.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Bird)
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]string{"reason": "customer called", "by": "erin"}))
+			return ended(t, in.Key)
+		}},
 		{"v1-temporal-cancellation.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
 			require.NoError(t, stack.Client.CancelWorkflow(ctx, in.Key, ""))
