@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -103,10 +104,11 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// waitHTTP waits until url answers 200, or the process exits, or timeout.
-func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) error {
+// waitReady calls probe until it succeeds, or the process exits, or
+// timeout; what names what was awaited in the error.
+func waitReady(ctx context.Context, p *proc, what string, timeout time.Duration, probe func(context.Context) error) error {
 	deadline := time.Now().Add(timeout)
-	hc := &http.Client{Timeout: time.Second}
+	var last error
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-p.done:
@@ -116,13 +118,45 @@ func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) e
 			return ctx.Err()
 		default:
 		}
-		if resp, err := hc.Get(url); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if last = probe(ctx); last == nil {
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("%s did not answer %s within %s", p.name, url, timeout)
+	return fmt.Errorf("%s did not answer %s within %s: %v", p.name, what, timeout, last)
+}
+
+// waitHTTP waits until url answers 200, or the process exits, or timeout.
+func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) error {
+	hc := &http.Client{Timeout: time.Second}
+	return waitReady(ctx, p, url, timeout, func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// take empties the slots of ps under mu and returns what they held.
+func take(mu *sync.Mutex, ps []*proc) []*proc {
+	mu.Lock()
+	defer mu.Unlock()
+	out := append([]*proc(nil), ps...)
+	clear(ps)
+	return out
+}
+
+// stopEach stops each process (SIGTERM, then SIGKILL after 30 s).
+func stopEach(ps []*proc) {
+	for _, p := range ps {
+		if p != nil {
+			p.stop(30 * time.Second)
+		}
+	}
 }

@@ -118,31 +118,17 @@ func (d *drill) startServer(ctx context.Context, i int) error {
 // waitTemporal waits until the frontend at addr answers in the default
 // namespace, or the process exits, or timeout.
 func waitTemporal(ctx context.Context, p *proc, addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			return fmt.Errorf("%s exited before it was ready: %v", p.name, err)
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
+	return waitReady(ctx, p, "on "+addr, timeout, func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
 		c, err := client.DialContext(cctx, client.Options{HostPort: addr, Logger: logging.SDK(zap.NewNop())})
-		if err == nil {
-			_, err = c.WorkflowService().CountWorkflowExecutions(cctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: client.DefaultNamespace})
-			c.Close()
+		if err != nil {
+			return err
 		}
-		cancel()
-		if err == nil {
-			return nil
-		}
-		last = err
-		time.Sleep(500 * time.Millisecond)
-	}
-	return fmt.Errorf("%s did not answer on %s within %s: %v", p.name, addr, timeout, last)
+		defer c.Close()
+		_, err = c.WorkflowService().CountWorkflowExecutions(cctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: client.DefaultNamespace})
+		return err
+	})
 }
 
 func (d *drill) workerArgs(i int) []string {
@@ -226,32 +212,10 @@ func (d *drill) nextIntake() string {
 }
 
 // stopWorkers stops every worker (SIGTERM, then SIGKILL after 30 s).
-func (d *drill) stopWorkers() {
-	d.mu.Lock()
-	ws := append([]*proc(nil), d.workers...)
-	for i := range d.workers {
-		d.workers[i] = nil
-	}
-	d.mu.Unlock()
-	for _, w := range ws {
-		if w != nil {
-			w.stop(30 * time.Second)
-		}
-	}
-}
+func (d *drill) stopWorkers() { stopEach(take(&d.mu, d.workers)) }
 
 // stopAll stops the workers, then the servers.
 func (d *drill) stopAll() {
 	d.stopWorkers()
-	d.mu.Lock()
-	ss := append([]*proc(nil), d.servers...)
-	for i := range d.servers {
-		d.servers[i] = nil
-	}
-	d.mu.Unlock()
-	for _, s := range ss {
-		if s != nil {
-			s.stop(30 * time.Second)
-		}
-	}
+	stopEach(take(&d.mu, d.servers))
 }
