@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"flag"
+	"math"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -157,4 +158,33 @@ func TestDevBannerNamesTheUI(t *testing.T) {
 	require.Contains(t, b, "Press Ctrl+C to stop.")
 	require.NoError(t, a.Stop())
 	require.NoError(t, a.Stop(), "a second Stop is harmless")
+}
+
+// The rates the provider queues get never let the server's limiter put
+// more than the limit into any 60 s: per partition, at most one second's
+// worth of burst plus 60 s of rate (Temporal 1.32's matcher), on a queue
+// split over four partitions.
+func TestQueueRatesStayWithinTheLimit(t *testing.T) {
+	t.Parallel()
+	for _, perMinute := range []int{12, 60, 100, 600} {
+		send, lookup, err := QueueRates(perMinute)
+		require.NoError(t, err)
+		require.InDelta(t, 3.0, send/lookup, 1e-9, "sends get three times the lookups' share")
+		const partitions = 4
+		worst := 0
+		for _, rate := range []float64{send, lookup} {
+			perPartition := rate / partitions
+			worst += partitions * (1 + int(math.Floor(61*perPartition)))
+		}
+		require.LessOrEqual(t, worst, perMinute, "worst case in 60 s at %d a minute", perMinute)
+	}
+	send, lookup, err := QueueRates(60)
+	require.NoError(t, err)
+	require.InDelta(t, 37.7, send*60, 0.1, "Sendy: sends a minute")
+	require.InDelta(t, 12.6, lookup*60, 0.1, "Sendy: lookups a minute")
+	_, _, err = QueueRates(10)
+	require.ErrorContains(t, err, "leaves no room")
+	send, lookup, err = QueueRates(0)
+	require.NoError(t, err)
+	require.Zero(t, send+lookup, "0 is no limit")
 }

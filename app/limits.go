@@ -17,17 +17,23 @@ import (
 var DefaultRateLimits = map[provider.Name]int{provider.Sendy: 60, provider.Bird: 0}
 
 // burstHeadroom is the requests a minute kept back from a limit for the
-// server's rate limiter: it lets one task through at once per task
-// queue partition on top of the rate, and a queue has up to four
-// partitions on a cluster left at its defaults (the embedded server
-// runs one). Two queues per provider: eight.
+// server's rate limiter. In Temporal 1.32 each task queue partition
+// limits dispatches to rate/partitions with a burst of one second's
+// worth, so any 60 s can hold up to 61*rate + partitions tasks of a
+// queue (service/matching/ratelimit_manager.go, matcher_data.go). A
+// queue has four partitions on a cluster left at its defaults (the
+// embedded server runs one); two queues per provider: eight.
 const burstHeadroom = 8
+
+// rateSeconds is the window the rate is spread over: 61 s of a 60 s
+// window (the burst second) and one more for the limiter's rounding.
+const rateSeconds = 62
 
 // QueueRates splits a provider's fleet-wide limit of perMinute requests
 // into the rates, a second, of its send queue and its lookup queue:
 // after the headroom, three quarters for sends, one for lookups, so a
 // backlog of status lookups never delays a send. Zero means no limit.
-// Worst case in any 60 s: 60*(send+lookup) + burstHeadroom <= perMinute.
+// Worst case in any 60 s: 61*(send+lookup) + burstHeadroom < perMinute.
 func QueueRates(perMinute int) (send, lookup float64, err error) {
 	if perMinute == 0 {
 		return 0, 0, nil
@@ -35,8 +41,8 @@ func QueueRates(perMinute int) (send, lookup float64, err error) {
 	if perMinute < burstHeadroom+4 {
 		return 0, 0, fmt.Errorf("a rate limit of %d requests a minute leaves no room: give at least %d, or 0 for none", perMinute, burstHeadroom+4)
 	}
-	budget := float64(perMinute - burstHeadroom)
-	return budget * 3 / 4 / 60, budget / 4 / 60, nil
+	budget := float64(perMinute-burstHeadroom) / rateSeconds
+	return budget * 3 / 4, budget / 4, nil
 }
 
 // StartWorkers starts what one worker process polls: the workflow and

@@ -44,7 +44,7 @@ func (c *counting) Get(ctx context.Context, id string) (provider.Message, error)
 // holds for the fleet, not per process.
 func TestABurstStaysWithinSendysLimitAcrossTwoWorkers(t *testing.T) {
 	t.Parallel()
-	const events = 50 // at the send budget (39 a minute) this lasts over a minute
+	const events = 50 // at the send budget (37.7 a minute) this lasts over a minute
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	pol := activities.DefaultPolicy()
