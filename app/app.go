@@ -117,7 +117,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		return nil, err
 	}
 	a.Activities = &activities.Activities{Providers: providers, Policies: cfg.Policies, Ledger: a.Ledger, Logger: log.Named("activities")}
-	if a.stopWorkers, err = StartWorkers(a.Client, a.Activities, cfg.RateLimits); err != nil {
+	if a.stopWorkers, err = StartWorkers(a.Client, workflows.TaskQueue, a.Activities, cfg.RateLimits); err != nil {
 		return nil, err
 	}
 	if cfg.IntakeAddress != Off {
@@ -229,7 +229,7 @@ func (a *App) Banner() string {
 		queues := []string{workflows.TaskQueue}
 		for _, p := range provider.Names {
 			if _, ok := a.Activities.Providers[p]; ok {
-				queues = append(queues, workflows.ProviderTaskQueue(string(p), workflows.PurposeSend), workflows.ProviderTaskQueue(string(p), workflows.PurposeLookup))
+				queues = append(queues, workflows.ProviderTaskQueue(workflows.TaskQueue, string(p), workflows.PurposeSend), workflows.ProviderTaskQueue(workflows.TaskQueue, string(p), workflows.PurposeLookup))
 			}
 		}
 		fmt.Fprintf(&b, "  Task queues:        %s\n", strings.Join(queues, ", "))

@@ -46,34 +46,33 @@ func QueueRates(perMinute int) (send, lookup float64, err error) {
 }
 
 // StartWorkers starts what one worker process polls: the workflow and
-// every activity on workflows.TaskQueue (runs from before the provider
-// queues schedule their sends there), and each configured provider's
-// queues. stop stops them all.
-func StartWorkers(c client.Client, acts *activities.Activities, limits map[provider.Name]int) (stop func(), err error) {
-	main := worker.New(c, workflows.TaskQueue, worker.Options{})
+// every activity on queue (runs from before the provider queues
+// schedule their sends there), and each configured provider's queues
+// beside it. stop stops them all.
+func StartWorkers(c client.Client, queue string, acts *activities.Activities, limits map[provider.Name]int) (stop func(), err error) {
+	main := worker.New(c, queue, worker.Options{})
 	Register(main, acts)
 	if err := main.Start(); err != nil {
-		return nil, fmt.Errorf("start the worker on task queue %s: %w", workflows.TaskQueue, err)
+		return nil, fmt.Errorf("start the worker on task queue %s: %w", queue, err)
 	}
-	ws, err := startProviderWorkers(c, acts, limits)
+	stopProviders, err := StartProviderWorkers(c, queue, acts, limits)
 	if err != nil {
 		main.Stop()
 		return nil, err
 	}
 	return func() {
-		for _, w := range append(ws, main) {
-			w.Stop()
-		}
+		stopProviders()
+		main.Stop()
 	}, nil
 }
 
-// startProviderWorkers starts, for each provider, a worker on its send
-// queue and one on its lookup queue, each with the queue's fleet-wide
-// rate. Every worker of the fleet must give the same limits: the server
-// keeps the last one a poller sent.
-func startProviderWorkers(c client.Client, acts *activities.Activities, limits map[provider.Name]int) ([]worker.Worker, error) {
+// StartProviderWorkers starts, for each configured provider, a worker on
+// its send queue and one on its lookup queue beside runQueue, each with
+// the queue's fleet-wide rate. Every worker of the fleet must give the
+// same limits: the server keeps the last one a poller sent.
+func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Activities, limits map[provider.Name]int) (stop func(), err error) {
 	var started []worker.Worker
-	stop := func() {
+	stop = func() {
 		for _, w := range started {
 			w.Stop()
 		}
@@ -91,7 +90,7 @@ func startProviderWorkers(c client.Client, acts *activities.Activities, limits m
 			purpose string
 			rate    float64
 		}{{workflows.PurposeSend, send}, {workflows.PurposeLookup, lookup}} {
-			name := workflows.ProviderTaskQueue(string(p), q.purpose)
+			name := workflows.ProviderTaskQueue(runQueue, string(p), q.purpose)
 			w := worker.New(c, name, worker.Options{TaskQueueActivitiesPerSecond: q.rate})
 			w.RegisterActivity(acts)
 			if err := w.Start(); err != nil {
@@ -101,5 +100,5 @@ func startProviderWorkers(c client.Client, acts *activities.Activities, limits m
 			started = append(started, w)
 		}
 	}
-	return started, nil
+	return stop, nil
 }

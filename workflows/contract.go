@@ -45,11 +45,12 @@ const (
 )
 
 // ProviderTaskQueue is the task queue of one provider's activities for
-// one purpose, e.g. "sms-sendy-send". Every worker polls them with the
-// same fleet-wide rate limit (worker option TaskQueueActivitiesPerSecond,
-// enforced by the server for all pollers together).
-func ProviderTaskQueue(provider, purpose string) string {
-	return TaskQueue + "-" + provider + "-" + purpose
+// one purpose, beside the run's own task queue: "sms-sendy-send" for
+// runs on "sms". Every worker polls them with the same fleet-wide rate
+// limit (worker option TaskQueueActivitiesPerSecond, enforced by the
+// server for all pollers together).
+func ProviderTaskQueue(runQueue, provider, purpose string) string {
+	return runQueue + "-" + provider + "-" + purpose
 }
 
 // Search attributes: the state, so the UI lists what needs a person with

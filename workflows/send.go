@@ -89,11 +89,11 @@ type run struct {
 func (r *run) fixed() bool { return r.v >= versionNoSilentDuplicates }
 
 // onQueue puts the provider's activities of one purpose on the
-// provider's own task queue (runs since versionProviderQueues); earlier
-// runs keep them on TaskQueue.
+// provider's own task queue beside the run's (runs since
+// versionProviderQueues); earlier runs keep them on the run's queue.
 func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.ActivityOptions {
 	if r.v >= versionProviderQueues {
-		o.TaskQueue = ProviderTaskQueue(r.in.Provider, purpose)
+		o.TaskQueue = ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, r.in.Provider, purpose)
 	}
 	return o
 }

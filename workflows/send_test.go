@@ -686,8 +686,12 @@ func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 	res, err := h.result()
 	require.NoError(t, err)
 	require.Equal(t, Delivered, res.State)
-	send, lookup := ProviderTaskQueue("bird", PurposeSend), ProviderTaskQueue("bird", PurposeLookup)
-	require.Equal(t, "sms-bird-send", send)
+	runQueue := ""
+	for q := range queues["Prepare"] {
+		runQueue = q
+	}
+	send, lookup := ProviderTaskQueue(runQueue, "bird", PurposeSend), ProviderTaskQueue(runQueue, "bird", PurposeLookup)
+	require.Equal(t, "sms-bird-send", ProviderTaskQueue(TaskQueue, "bird", PurposeSend))
 	require.Equal(t, map[string]bool{send: true}, queues["Send"])
 	require.Equal(t, map[string]bool{lookup: true}, queues["Reconcile"])
 	require.Equal(t, map[string]bool{lookup: true}, queues["Status"])
