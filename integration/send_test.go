@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/acme/smsorch/ledger"
@@ -259,6 +260,7 @@ func TestProviderDownThenResendSendsOnceUnderTheResendKey(t *testing.T) {
 			} else {
 				require.Empty(t, res.BlindResends, "Bird's records were searched first")
 			}
+			checkProviderQueues(t, in.Key, p)
 		})
 	}
 }
@@ -386,4 +388,37 @@ func resendWhileAHungAttemptLands(t *testing.T) workflows.Input {
 	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", workflows.SignalResend,
 		map[string]string{"reason": "the message failed", "by": "ivy"}))
 	return in
+}
+
+// checkProviderQueues reads the run's history as the server holds it:
+// sends on the provider's send queue, lookups on its lookup queue with
+// searches ahead of status lookups, the rest on the run's own queue.
+func checkProviderQueues(t *testing.T, key string, p provider.Name) {
+	t.Helper()
+	it := stack.Client.GetWorkflowHistory(context.Background(), key, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	seen := map[string]int{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		a := ev.GetActivityTaskScheduledEventAttributes()
+		if a == nil {
+			continue
+		}
+		name, queue := a.GetActivityType().GetName(), a.GetTaskQueue().GetName()
+		seen[name]++
+		switch name {
+		case "Send":
+			require.Equal(t, workflows.ProviderTaskQueue(workflows.TaskQueue, string(p), workflows.PurposeSend), queue)
+		case "Status", "Reconcile":
+			require.Equal(t, workflows.ProviderTaskQueue(workflows.TaskQueue, string(p), workflows.PurposeLookup), queue, name)
+			if name == "Reconcile" {
+				require.EqualValues(t, 1, a.GetPriority().GetPriorityKey(), "a search goes before the status lookups")
+			}
+		default:
+			require.Equal(t, workflows.TaskQueue, queue, name)
+		}
+	}
+	require.Positive(t, seen["Send"])
+	require.Positive(t, seen["Reconcile"])
+	require.Positive(t, seen["Status"])
 }

@@ -88,12 +88,22 @@ type run struct {
 // fixed reports whether the run follows versionNoSilentDuplicates.
 func (r *run) fixed() bool { return r.v >= versionNoSilentDuplicates }
 
+// reconcilePriority puts searches of the provider's records before
+// status lookups (default priority 3) on the lookup queue.
+const reconcilePriority = 1
+
 // onQueue puts the provider's activities of one purpose on the
 // provider's own task queue beside the run's (runs since
 // versionProviderQueues); earlier runs keep them on the run's queue.
 func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.ActivityOptions {
 	if r.v >= versionProviderQueues {
-		o.TaskQueue = ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, r.in.Provider, purpose)
+		// The provider's name as Prepare made it canonical ("Sendy " is
+		// sendy): the workers poll the queues of the canonical names.
+		name := string(r.req.Provider)
+		if name == "" {
+			name = strings.ToLower(strings.TrimSpace(r.in.Provider))
+		}
+		o.TaskQueue = ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, name, purpose)
 	}
 	return o
 }
@@ -643,11 +653,18 @@ func (r *run) recheckPending() bool {
 }
 
 func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
-	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
+	opts := r.onQueue(workflow.ActivityOptions{
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: r.policy.ReconcileBudget,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-	}, PurposeLookup))
+	}, PurposeLookup)
+	if r.v >= versionProviderQueues {
+		// Ahead of the status lookups that share the lookup queue's
+		// budget: a search decides whether anything is sent again, and its
+		// budget runs while it waits.
+		opts.Priority = temporal.Priority{PriorityKey: reconcilePriority}
+	}
+	ctx := workflow.WithActivityOptions(r.ctx, opts)
 	var out activities.ReconcileOutput
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
 		EventKey: r.in.Key, Provider: r.in.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,

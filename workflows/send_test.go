@@ -702,3 +702,29 @@ func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 	}
 	require.NotEmpty(t, queues["Prepare"])
 }
+
+// Runs from before versionProviderQueues keep every activity on their
+// own queue, which every worker still polls with every activity.
+func TestRunsFromBeforeTheProviderQueuesStayOnTheirQueue(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(versionLateEffectFirst)
+	var mu sync.Mutex
+	queues := map[string]bool{}
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		mu.Lock()
+		defer mu.Unlock()
+		queues[info.TaskQueue] = true
+	})
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+	})
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "m-7", Reference: key, Status: provider.StatusSent}}})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Len(t, queues, 1, "one queue for every activity: %v", queues)
+}
