@@ -137,7 +137,11 @@ func (c Config) WithDefaults() Config {
 	def(&c.UIAddress, devstack.DefaultUIAddress)
 	def(&c.SimulatorAddress, DefaultSimulatorAddress)
 	def(&c.IntakeAddress, DefaultIntakeAddress)
-	def(&c.TemporalDB, c.envTemporalDB)
+	if c.Dev || c.ServerOnly {
+		// Only the embedded server reads it: a worker beside one, in the
+		// same environment, connects through TEMPORAL_ADDRESS.
+		def(&c.TemporalDB, c.envTemporalDB)
+	}
 	def(&c.LedgerPath, c.envLedger)
 	def(&c.LedgerPath, filepath.Join(c.DataDir, "ledger.db"))
 	def(&c.Sendy.Sender, "SMS")

@@ -168,7 +168,9 @@ func createDatabase(ctx context.Context, dsn, name string) error {
 	}
 	defer func() { _ = admin.Close(context.Background()) }()
 	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: another server made it meanwhile
+	// Another server made it meanwhile: duplicate_database, or a unique
+	// violation on pg_database when both got that far at once.
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
 		return nil
 	}
 	if err != nil {

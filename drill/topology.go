@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/simulator"
@@ -99,9 +100,10 @@ func (d *drill) startProcesses(ctx context.Context) error {
 
 func (d *drill) startServer(ctx context.Context, i int) error {
 	name := fmt.Sprintf("server-%d", i+1)
+	// The database through the environment, as a password would be.
 	p, err := startProc(name, d.cfg.Bins.Worker, []string{
-		"--server-only", "--temporal-db", d.temporalDB, "--frontend", d.frontends[i], "--ui", "off", "--log-format", "json",
-	}, nil, filepath.Join(d.cfg.Dir, name+".log"))
+		"--server-only", "--frontend", d.frontends[i], "--ui", "off", "--log-format", "json",
+	}, []string{app.EnvTemporalDB + "=" + d.temporalDB}, filepath.Join(d.cfg.Dir, name+".log"))
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,11 @@ func Apply(opts *client.Options) error {
 		return err
 	}
 	opts.HostPort = Scheme + ":///" + strings.Join(addrs, ",")
+	if tls := opts.ConnectionOptions.TLS; tls != nil && tls.ServerName == "" {
+		// The target is no host name now: verify the certificate against
+		// the first address's host (set TEMPORAL_TLS_SERVER_NAME otherwise).
+		tls.ServerName, _, _ = net.SplitHostPort(addrs[0])
+	}
 	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithResolvers(builder{}))
 	return nil
 }

@@ -2,11 +2,13 @@ package frontends_test
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
@@ -26,6 +28,15 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) error = %v, want one that says host:port", bad, err)
 		}
 	}
+}
+
+func TestApplyKeepsTLSVerifiable(t *testing.T) {
+	opts := client.Options{HostPort: "t1.internal:7233,t2.internal:7233", ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{}}}
+	require.NoError(t, frontends.Apply(&opts))
+	require.Equal(t, "t1.internal", opts.ConnectionOptions.TLS.ServerName)
+	opts = client.Options{HostPort: "a:7233,b:7233", ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{ServerName: "temporal.internal"}}}
+	require.NoError(t, frontends.Apply(&opts))
+	require.Equal(t, "temporal.internal", opts.ConnectionOptions.TLS.ServerName, "a server name given is kept")
 }
 
 func TestApplyLeavesOneAddressAlone(t *testing.T) {

@@ -78,15 +78,18 @@ func TestABurstStaysWithinSendysLimitAcrossTwoWorkers(t *testing.T) {
 	st := starter.New(one.Client)
 	base := uniqueID()
 	var wg sync.WaitGroup
+	errs := make([]error, events)
 	for i := 0; i < events; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := st.Send(ctx, starter.Event{Kind: "order", ID: fmt.Sprintf("%s%03d", base, i), Stage: "burst", Provider: "sendy", To: "+972502345678", Text: "Your order has shipped."})
-			require.NoError(t, err)
+			_, errs[i] = st.Send(ctx, starter.Event{Kind: "order", ID: fmt.Sprintf("%s%03d", base, i), Stage: "burst", Provider: "sendy", To: "+972502345678", Text: "Your order has shipped."})
 		}()
 	}
 	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "start of event %d", i)
+	}
 	begin := time.Now()
 	require.Eventually(t, func() bool {
 		return len(one.Sim.Messages(simulator.Filter{Provider: "sendy"})) >= events

@@ -114,4 +114,6 @@ func TestRedactDSNDropsThePassword(t *testing.T) {
 	require.Equal(t, "postgres://smsorch@db:5432/smsorch?sslmode=disable", RedactDSN("postgres://smsorch:s3cret@db:5432/smsorch?sslmode=disable"))
 	require.Equal(t, "postgres://postgres@127.0.0.1:5432/postgres", RedactDSN("postgres://postgres@127.0.0.1:5432/postgres"))
 	require.NotContains(t, RedactDSN("postgres://u:s3cret@[bad"), "s3cret")
+	require.Equal(t, "postgres://u@db/x?password=REDACTED&sslmode=require&sslpassword=REDACTED",
+		RedactDSN("postgres://u@db/x?sslmode=require&password=s3cret&sslpassword=k3y"), "passwords given as parameters")
 }

@@ -93,5 +93,13 @@ func RedactDSN(dsn string) string {
 	if u.User != nil {
 		u.User = url.User(u.User.Username())
 	}
+	// Passwords may also come as parameters (pgx reads both).
+	q := u.Query()
+	for _, k := range []string{"password", "sslpassword"} {
+		if q.Has(k) {
+			q.Set(k, "REDACTED")
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.String()
 }

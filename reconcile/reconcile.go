@@ -79,10 +79,14 @@ func Search(ctx context.Context, led ledger.Ledger, c provider.Client, q Query) 
 		}
 	}
 	looked := 0
+	asked := map[string]bool{}
 	for _, id := range ids {
-		if seen[id] {
+		// Each id once: the run's known ids and the ledger's overlap, and
+		// every lookup spends the provider's request budget.
+		if seen[id] || asked[id] {
 			continue
 		}
+		asked[id] = true
 		m, err := c.Get(ctx, id)
 		if errors.Is(err, provider.ErrNotFound) {
 			continue
