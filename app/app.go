@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/intake"
@@ -47,9 +49,13 @@ type App struct {
 	Namespace string
 	// IntakeURL is the HTTP intake's base URL ("" when off).
 	IntakeURL string
+	// CodecURL is the codec server's base URL ("" when off).
+	CodecURL string
 
 	stopWorkers func()
 	intake      *http.Server
+	codec       *http.Server
+	uiURL       atomic.Value // the embedded UI's URL, for the codec server's CORS
 	stopped     bool
 }
 
@@ -66,20 +72,29 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		}
 	}()
 
+	// The codec server listens first, so the embedded UI can be wired to it.
+	if cfg.CodecServerAddress != Off {
+		if err := a.serveCodec(); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Dev || cfg.ServerOnly {
 		a.Stack, err = devstack.Start(ctx, devstack.Config{
 			FrontendAddress: cfg.FrontendAddress, UIAddress: cfg.UIAddress, DataDir: cfg.DataDir,
 			Database: cfg.TemporalDB, BroadcastAddress: cfg.BroadcastAddress,
-			SearchAttributes: workflows.SearchAttributes(), Logger: log,
+			SearchAttributes: workflows.SearchAttributes(), Logger: log, CodecEndpoint: a.CodecURL,
 		})
 		if err != nil {
 			return nil, err
 		}
 		a.Namespace = a.Stack.Namespace()
+		a.uiURL.Store(a.Stack.UIURL())
 		if cfg.ServerOnly {
 			return a, nil
 		}
-		a.Client, err = client.DialContext(ctx, client.Options{HostPort: a.Stack.FrontendAddress(), Namespace: a.Namespace, Logger: logging.SDK(log.Named("temporal-sdk"))})
+		opts := client.Options{HostPort: a.Stack.FrontendAddress(), Namespace: a.Namespace, Logger: logging.SDK(log.Named("temporal-sdk"))}
+		cfg.Codec.Apply(&opts)
+		a.Client, err = client.DialContext(ctx, opts)
 	} else {
 		var opts client.Options
 		opts, err = envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
@@ -94,6 +109,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		if err := frontends.Apply(&opts); err != nil {
 			return nil, err
 		}
+		cfg.Codec.Apply(&opts)
 		a.Client, err = client.DialContext(ctx, opts)
 		if err == nil {
 			// Without them every state change would fail the run's task.
@@ -109,6 +125,11 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		return nil, err
 	}
 	log.Info("send ledger", zap.String("ledger", a.Ledger.Describe()), zap.String("identity", a.Ledger.Identity()))
+	if cfg.Codec != nil {
+		log.Info("payloads are encrypted before they reach Temporal", zap.Stringer("codec", cfg.Codec))
+	} else if !cfg.Dev {
+		log.Warn("payloads reach Temporal in plain text (--plaintext-payloads): recipients and texts stand in its history")
+	}
 	if _, sqlite := a.Ledger.(*ledger.SQLite); sqlite && !cfg.Dev {
 		log.Warn("the SQLite ledger serves one host only: every worker that runs this task queue must use the same ledger, or its activities refuse the events another ledger claimed; give a fleet --ledger postgres://… (or " + EnvLedger + ")")
 	}
@@ -140,6 +161,27 @@ func (a *App) serveIntake() error {
 	go func() {
 		if err := a.intake.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.Log.Error("the HTTP intake stopped", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// serveCodec serves the codec server for the web UI.
+func (a *App) serveCodec() error {
+	l, err := net.Listen("tcp", a.Config.CodecServerAddress)
+	if err != nil {
+		return fmt.Errorf("the codec server cannot listen on %s: %w (choose another --codec-server address, or off)", a.Config.CodecServerAddress, err)
+	}
+	a.CodecURL = "http://" + l.Addr().String()
+	// The embedded UI's origin, known once the stack listens.
+	uiOrigin := func(origin string) bool {
+		u, _ := a.uiURL.Load().(string)
+		return u != "" && (origin == u || origin == strings.Replace(u, "127.0.0.1", "localhost", 1))
+	}
+	a.codec = &http.Server{Handler: codec.Handler(a.Config.Codec, a.Config.CodecToken, uiOrigin), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := a.codec.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.Log.Error("the codec server stopped", zap.Error(err))
 		}
 	}()
 	return nil
@@ -217,6 +259,11 @@ func (a *App) Banner() string {
 	if a.Sim != nil {
 		fmt.Fprintf(&b, "  Provider simulator: %s (messages it sent: %s/_sim/messages)\n", a.Sim.URL, a.Sim.URL)
 	}
+	if a.CodecURL != "" {
+		fmt.Fprintf(&b, "  Codec server:       %s (keys %s; the web UI decodes with the codec endpoint %s/<%s>)\n", a.CodecURL, strings.Join(a.Config.Codec.IDs(), ", "), a.CodecURL, codec.EnvToken)
+	} else if a.Config.Codec != nil {
+		fmt.Fprintf(&b, "  Payloads:           encrypted (keys %s)\n", strings.Join(a.Config.Codec.IDs(), ", "))
+	}
 	if a.IntakeURL != "" {
 		signed := "unsigned requests accepted"
 		if a.Config.IntakeSecret != "" {
@@ -257,6 +304,11 @@ func (a *App) Stop() error {
 	}
 	if a.stopWorkers != nil {
 		a.stopWorkers()
+	}
+	if a.codec != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, a.codec.Shutdown(ctx))
+		cancel()
 	}
 	if a.Client != nil {
 		a.Client.Close()

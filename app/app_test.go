@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"flag"
 	"math"
 	"net/http/httptest"
@@ -11,12 +12,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/workflows"
@@ -26,6 +31,9 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	t.Setenv(EnvBirdAccessKey, "bird-secret")
 	t.Setenv(EnvSendyToken, "sendy-secret")
 	t.Setenv(EnvIntakeSecret, "intake-secret") // outside dev mode the intake is signed
+	key, err := codec.NewKey("k1")
+	require.NoError(t, err)
+	t.Setenv(codec.EnvKeys, key) // and payloads are sealed
 	var cfg Config
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
@@ -80,20 +88,20 @@ func TestAnUnsignedIntakeIsRefusedWhereItIsNotSafe(t *testing.T) {
 	}{
 		{"all interfaces in dev mode", Config{Dev: true, IntakeAddress: "0.0.0.0:8080"}, "refusing to serve an unsigned HTTP intake on 0.0.0.0:8080"},
 		{"empty host", Config{Dev: true, IntakeAddress: ":8080"}, "refusing to serve an unsigned HTTP intake"},
-		{"a LAN address, even with --intake-insecure", Config{Sendy: sendy, IntakeAddress: "10.1.2.3:8080", IntakeInsecure: true}, "listen on 127.0.0.1"},
-		{"loopback outside dev mode", Config{Sendy: sendy}, "pass --intake-insecure"},
-		{"not an address", Config{Sendy: sendy, IntakeAddress: "8080"}, "is not HOST:PORT"},
+		{"a LAN address, even with --intake-insecure", Config{Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "10.1.2.3:8080", IntakeInsecure: true}, "listen on 127.0.0.1"},
+		{"loopback outside dev mode", Config{Sendy: sendy, PlaintextPayloads: true}, "pass --intake-insecure"},
+		{"not an address", Config{Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "8080"}, "is not HOST:PORT"},
 	} {
 		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want, tc.name)
 	}
 	for name, cfg := range map[string]Config{
 		"dev mode on loopback":          {Dev: true},
 		"localhost in dev mode":         {Dev: true, IntakeAddress: "localhost:8080"},
-		"insecure on loopback":          {Sendy: sendy, IntakeInsecure: true},
-		"signed on all interfaces":      {Sendy: sendy, IntakeAddress: "0.0.0.0:8080", IntakeSecret: "s"},
-		"no intake outside dev mode":    {Sendy: sendy, IntakeAddress: Off},
-		"signed on loopback in prod":    {Sendy: sendy, IntakeSecret: "s"},
-		"IPv6 loopback with --insecure": {Sendy: sendy, IntakeAddress: "[::1]:8080", IntakeInsecure: true},
+		"insecure on loopback":          {Sendy: sendy, PlaintextPayloads: true, IntakeInsecure: true},
+		"signed on all interfaces":      {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "0.0.0.0:8080", IntakeSecret: "s"},
+		"no intake outside dev mode":    {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: Off},
+		"signed on loopback in prod":    {Sendy: sendy, PlaintextPayloads: true, IntakeSecret: "s"},
+		"IPv6 loopback with --insecure": {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "[::1]:8080", IntakeInsecure: true},
 	} {
 		require.NoError(t, cfg.WithDefaults().Validate(), name)
 	}
@@ -101,7 +109,9 @@ func TestAnUnsignedIntakeIsRefusedWhereItIsNotSafe(t *testing.T) {
 
 // Production mode: the worker connects through TEMPORAL_ADDRESS and
 // TEMPORAL_NAMESPACE to a cluster that lacks the search attributes, adds
-// them, and serves sends to a configured provider.
+// them, and serves sends to a configured provider. Its payloads are
+// sealed: the run's history, read raw from the server, holds neither the
+// recipient nor the text.
 func TestStartAgainstAnExistingCluster(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -117,9 +127,13 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	t.Setenv("TEMPORAL_NAMESPACE", "default")
 	t.Setenv("TEMPORAL_CONFIG_FILE", filepath.Join(dir, "no-such-profile.toml"))
 	t.Setenv(EnvSendyToken, simulator.DefaultSendyToken)
+	key, err := codec.NewKey("test-1")
+	require.NoError(t, err)
+	t.Setenv(codec.EnvKeys, key)
 	var cfg Config
 	cfg.RegisterFlags(flag.NewFlagSet("worker", flag.ContinueOnError))
 	cfg.Sendy.BaseURL = srv.URL
+	cfg.RateLimits = map[provider.Name]int{provider.Sendy: 0} // a handful of requests
 	cfg.LedgerPath = filepath.Join(dir, "ledger.db")
 	cfg.IntakeAddress = Off
 	cfg.Policies[provider.Sendy] = activities.Policy{StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 200 * time.Millisecond}
@@ -142,6 +156,29 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	require.NoError(t, run.Get(ctx, &res))
 	require.Equal(t, workflows.Delivered, res.State)
 	require.Len(t, sim.Messages(simulator.Filter{Key: "order-1-shipped"}), 1)
+
+	// The raw history, through a client without the keys.
+	raw, err := client.Dial(client.Options{HostPort: cluster.FrontendAddress(), Logger: logging.SDK(zap.NewNop())})
+	require.NoError(t, err)
+	defer raw.Close()
+	it := raw.GetWorkflowHistory(ctx, "order-1-shipped", "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events, sealed int
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		events++
+		b, err := protojson.Marshal(ev)
+		require.NoError(t, err)
+		for _, plain := range []string{"972502345678", "97250", "Order 1 has shipped", base64.StdEncoding.EncodeToString([]byte("Order 1 has shipped"))[:16]} {
+			require.NotContains(t, string(b), plain, "event %d (%s) in plain text", ev.GetEventId(), ev.GetEventType())
+		}
+		sealed += strings.Count(string(b), base64.StdEncoding.EncodeToString([]byte(codec.Encoding)))
+	}
+	require.Greater(t, events, 10)
+	require.Positive(t, sealed, "sealed payloads in the history")
+	// Without the keys the result cannot be read; with them it can.
+	var plainRes workflows.Result
+	require.Error(t, raw.GetWorkflow(ctx, "order-1-shipped", "").Get(ctx, &plainRes))
 }
 
 func TestDevBannerNamesTheUI(t *testing.T) {

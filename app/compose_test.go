@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/workflows"
 )
@@ -118,7 +119,7 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		}
 		for _, name := range []string{"worker", "intake"} {
 			envs := c.Services[name].Environment
-			for _, k := range []string{EnvBirdAccessKey, EnvSendyToken, EnvLedger, "TEMPORAL_ADDRESS"} {
+			for _, k := range []string{EnvBirdAccessKey, EnvSendyToken, EnvLedger, "TEMPORAL_ADDRESS", codec.EnvKeys} {
 				require.NotEmpty(t, envs[k], "%s needs %s", name, k)
 			}
 			require.True(t, ledger.IsPostgresDSN(interpolate(t, envs[EnvLedger], dotenv)), "%s: the replicas share the Postgres ledger", name)
@@ -129,7 +130,7 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 	t.Run("no secret is written in the file", func(t *testing.T) {
 		raw, err := os.ReadFile(filepath.Join("..", "docker-compose.yml"))
 		require.NoError(t, err)
-		for _, k := range []string{"POSTGRES_PASSWORD", EnvBirdAccessKey, EnvSendyToken, EnvIntakeSecret} {
+		for _, k := range []string{"POSTGRES_PASSWORD", EnvBirdAccessKey, EnvSendyToken, EnvIntakeSecret, codec.EnvKeys} {
 			require.NotContains(t, string(raw), dotenv[k], "%s's value comes from .env, not the file", k)
 		}
 		ignore, err := os.ReadFile(filepath.Join("..", ".gitignore"))
@@ -214,9 +215,18 @@ func variablesTheCodeReads(t *testing.T) map[string]bool {
 	require.NoError(t, err)
 	for name, k := range map[string]string{
 		"EnvBirdAccessKey": EnvBirdAccessKey, "EnvSendyToken": EnvSendyToken,
-		"EnvIntakeSecret": EnvIntakeSecret, "EnvLedger": EnvLedger,
+		"EnvIntakeSecret": EnvIntakeSecret, "EnvLedger": EnvLedger, "EnvTemporalDB": EnvTemporalDB,
+		"codec.EnvToken": codec.EnvToken,
 	} {
 		require.Contains(t, string(src), "os.Getenv("+name+")", "config.go reads %s", k)
+		read[k] = true
+	}
+	// The payload keys, through the codec package.
+	require.Contains(t, string(src), "codec.FromEnv(os.Getenv)")
+	codecSrc, err := os.ReadFile(filepath.Join("..", "codec", "codec.go"))
+	require.NoError(t, err)
+	for name, k := range map[string]string{"EnvKeys": codec.EnvKeys, "EnvKeyFile": codec.EnvKeyFile} {
+		require.Contains(t, string(codecSrc), "getenv("+name+")", "codec.FromEnv reads %s", k)
 		read[k] = true
 	}
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "go.temporal.io/sdk/contrib/envconfig").Output()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
@@ -34,12 +35,16 @@ const (
 	// EnvTemporalDB is the embedded server's database when --temporal-db
 	// is not given, for the same reason.
 	EnvTemporalDB = "SMSORCH_TEMPORAL_DB"
+	// The payload keys (codec.EnvKeys, codec.EnvKeyFile) and the codec
+	// server's token (codec.EnvToken) are read from the environment too.
 )
 
 // Defaults of the settings below.
 const (
 	DefaultSimulatorAddress = "127.0.0.1:8299"
-	DefaultIntakeAddress    = "127.0.0.1:8080"
+	// DefaultCodecAddress is the codec server's in dev mode with keys.
+	DefaultCodecAddress  = "127.0.0.1:8234"
+	DefaultIntakeAddress = "127.0.0.1:8080"
 	// Off disables an optional listener (UI, simulator, intake).
 	Off = "off"
 )
@@ -90,6 +95,20 @@ type Config struct {
 	// address is refused in every mode.
 	IntakeInsecure bool
 
+	// Codec seals every payload and failure message the process puts
+	// into Temporal (codec.FromEnv); nil sends them in plain text, which
+	// outside dev mode needs PlaintextPayloads.
+	Codec *codec.Keyring
+	// PlaintextPayloads lets a worker outside dev mode run without keys.
+	PlaintextPayloads bool
+	// CodecServerAddress serves the codec server for the web UI: default
+	// 127.0.0.1:8234 in dev mode with keys and a token, else "off". It
+	// needs CodecToken.
+	CodecServerAddress string
+	// CodecToken is the codec server's bearer token (SMSORCH_CODEC_TOKEN).
+	CodecToken logging.Secret
+	codecErr   error
+
 	// Bird and Sendy are the real providers (ignored while the dev-mode
 	// simulator stands in for them). A provider without a base URL is not
 	// configured.
@@ -137,6 +156,10 @@ func (c Config) WithDefaults() Config {
 	def(&c.UIAddress, devstack.DefaultUIAddress)
 	def(&c.SimulatorAddress, DefaultSimulatorAddress)
 	def(&c.IntakeAddress, DefaultIntakeAddress)
+	if c.Dev && c.Codec != nil && c.CodecToken != "" {
+		def(&c.CodecServerAddress, DefaultCodecAddress)
+	}
+	def(&c.CodecServerAddress, Off)
 	if c.Dev || c.ServerOnly {
 		// Only the embedded server reads it: a worker beside one, in the
 		// same environment, connects through TEMPORAL_ADDRESS.
@@ -178,9 +201,12 @@ func (c Config) Validate() error {
 		if c.Dev {
 			return errors.New("--server-only and --dev exclude each other: --dev runs everything in one process, --server-only only the Temporal server")
 		}
-		return nil // the dev stack checks its own settings
+		return c.validateCodec() // the dev stack checks its own settings
 	}
-	var errs []error
+	errs := []error{c.validateCodec()}
+	if !c.Dev && c.Codec == nil && c.codecErr == nil && !c.PlaintextPayloads {
+		errs = append(errs, fmt.Errorf("outside dev mode recipients and texts are encrypted before they reach Temporal: set %s (make a key with `smsctl codec-key`) or %s, or pass --plaintext-payloads to keep them in plain text", codec.EnvKeys, codec.EnvKeyFile))
+	}
 	if c.TemporalDB != "" && !c.Dev {
 		errs = append(errs, fmt.Errorf("--temporal-db (or %s) is the embedded Temporal server's database: use it with --dev or --server-only; a worker reaches an existing cluster through TEMPORAL_ADDRESS", EnvTemporalDB))
 	}
@@ -207,6 +233,26 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateIntake())
 	return errors.Join(errs...)
+}
+
+// validateCodec checks the keys and the codec server's settings.
+func (c Config) validateCodec() error {
+	if c.codecErr != nil {
+		return c.codecErr
+	}
+	if c.CodecServerAddress == Off || c.CodecServerAddress == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.CodecServerAddress); err != nil {
+		return fmt.Errorf("--codec-server %q is not HOST:PORT: write it like %s, or off", c.CodecServerAddress, DefaultCodecAddress)
+	}
+	if c.Codec == nil {
+		return fmt.Errorf("--codec-server %s has no keys to decode with: set %s or %s", c.CodecServerAddress, codec.EnvKeys, codec.EnvKeyFile)
+	}
+	if c.CodecToken == "" {
+		return fmt.Errorf("the codec server on %s would decode for anyone: set %s (the web UI's users give it as the codec endpoint http://%s/TOKEN), or --codec-server off", c.CodecServerAddress, codec.EnvToken, c.CodecServerAddress)
+	}
+	return nil
 }
 
 // validateIntake refuses an intake that anyone who reaches it could use
@@ -253,6 +299,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
 	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
+	fs.BoolVar(&c.PlaintextPayloads, "plaintext-payloads", false, "outside dev mode, run without "+codec.EnvKeys+": recipients and texts then stand in plain text in Temporal")
+	fs.StringVar(&c.CodecServerAddress, "codec-server", "", `the codec server for the web UI (token from `+codec.EnvToken+`), or "off"; default `+DefaultCodecAddress+` in dev mode with keys and a token, else off`)
 	fs.BoolVar(&c.IntakeInsecure, "intake-insecure", false, "outside dev mode, accept unsigned intake requests on a loopback address")
 	fs.StringVar(&c.Bird.BaseURL, "bird-url", "", "Bird's API base URL, e.g. https://api.bird.com (access key from "+EnvBirdAccessKey+")")
 	fs.StringVar(&c.Bird.WorkspaceID, "bird-workspace", "", "Bird workspace id")
@@ -311,5 +359,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Sendy.Token = logging.Secret(os.Getenv(EnvSendyToken))
 	c.IntakeSecret = logging.Secret(os.Getenv(EnvIntakeSecret))
 	c.envLedger = os.Getenv(EnvLedger)
+	c.Codec, c.codecErr = codec.FromEnv(os.Getenv)
+	c.CodecToken = logging.Secret(os.Getenv(codec.EnvToken))
 	c.envTemporalDB = os.Getenv(EnvTemporalDB)
 }

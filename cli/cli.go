@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/audit"
+	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
@@ -58,11 +59,13 @@ Commands:
               --signal sends the plain signal instead, applied when a worker runs)
   wait     KEY                      wait for the run to end and print its result
   list     [--state AwaitingDecision] [--limit 50]
+  codec-key [--id ID]               print a new payload key for SMSORCH_CODEC_KEYS (ID:BASE64KEY)
   audit    KEY [--ledger PATH] [--simulator URL | --bird-url URL --bird-workspace ID --bird-channel ID | --sendy-url URL]
              our ledger beside the provider's records; proves or rules out a duplicate send
 
 Temporal is reached through TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE,
-TEMPORAL_API_KEY and TEMPORAL_TLS_* (or a TEMPORAL_PROFILE), like the temporal CLI.
+TEMPORAL_API_KEY and TEMPORAL_TLS_* (or a TEMPORAL_PROFILE), like the temporal CLI; runs whose
+payloads are sealed need the workers' keys in SMSORCH_CODEC_KEYS or SMSORCH_CODEC_KEY_FILE.
 Exit codes: 0 ok, 1 failure, 2 invalid input, 3 conflict, 4 not found.
 `
 
@@ -97,7 +100,7 @@ func (c *cmd) run(ctx context.Context, args []string) int {
 	name, rest := fs.Arg(0), fs.Args()[1:]
 	commands := map[string]func(context.Context, []string) error{
 		"send": c.send, "status": c.status, "resend": c.decide(workflows.ActionResend), "cancel": c.decide(workflows.ActionCancel),
-		"wait": c.wait, "list": c.list, "audit": c.audit,
+		"wait": c.wait, "list": c.list, "audit": c.audit, "codec-key": c.codecKey,
 	}
 	run, ok := commands[name]
 	if !ok {
@@ -187,6 +190,29 @@ func (e envLookup) LookupEnv(k string) (v string, ok bool) {
 
 func (e envLookup) Environ() []string { return e }
 
+func (c *cmd) getenv(k string) string {
+	v, _ := c.env.LookupEnv(k)
+	return v
+}
+
+// codecKey prints a fresh payload key.
+func (c *cmd) codecKey(_ context.Context, args []string) error {
+	fs := flag.NewFlagSet("codec-key", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	id := fs.String("id", time.Now().UTC().Format("2006-01"), "the key's id (it travels with every payload it seals)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return usageError("codec-key takes --id ID only")
+	}
+	k, err := codec.NewKey(*id)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	c.print(map[string]string{"key": k}, func(w io.Writer) {
+		fmt.Fprintln(w, k)
+	})
+	return nil
+}
+
 // withStarter dials Temporal the way the temporal CLI does, runs f with a
 // Starter over the connection, and closes it.
 func (c *cmd) withStarter(ctx context.Context, f func(*starter.Starter) error) error {
@@ -219,6 +245,11 @@ func (c *cmd) dial(ctx context.Context) (*starter.Starter, func(), error) {
 	if err := frontends.Apply(&opts); err != nil {
 		return nil, nil, err
 	}
+	keys, err := codec.FromEnv(c.getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys.Apply(&opts)
 	tc, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to Temporal at %s: %w (is `go run ./worker --dev` running? set TEMPORAL_ADDRESS for another cluster)", opts.HostPort, err)

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/codec"
 	"go.temporal.io/sdk/contrib/envconfig"
 )
 
@@ -81,4 +84,18 @@ func TestEnvironmentReachesTheSDK(t *testing.T) {
 	h, err := opts.HeadersProvider.GetHeaders(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "acme", h["x-tenant"])
+}
+
+func TestCodecKeyPrintsAKeyTheWorkersAccept(t *testing.T) {
+	code, out, _ := run("codec-key", "--id", "2026-11")
+	require.Equal(t, ExitOK, code)
+	k, err := codec.ParseKeys(strings.TrimSpace(out))
+	require.NoError(t, err)
+	require.Equal(t, "2026-11", k.Current())
+	code, out2, _ := run("codec-key", "--id", "2026-11")
+	require.Equal(t, ExitOK, code)
+	require.NotEqual(t, out, out2, "a fresh key each time")
+	code, _, errOut := run("codec-key", "--id", "no spaces please")
+	require.Equal(t, ExitInvalid, code)
+	require.Contains(t, errOut, "key id")
 }

@@ -101,6 +101,9 @@ type Config struct {
 	SearchAttributes map[string]enumspb.IndexedValueType
 	// Logger receives the server's lines at ServerLogLevel and above. Default: no logging.
 	Logger *zap.Logger
+	// CodecEndpoint, when set, is the codec server the web UI asks to
+	// decode payloads (the browser calls it; see package codec).
+	CodecEndpoint string
 	// ServerLogLevel filters the server's own, chatty log: debug, info,
 	// warn (default) or error.
 	ServerLogLevel string
@@ -251,6 +254,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			CORS:                uiconfig.CORS{CookieInsecure: true},
 			HideLogs:            true,
 			DisableNewsFetch:    true, // the machines this runs on may have no internet
+			Codec:               uiconfig.Codec{Endpoint: cfg.CodecEndpoint},
 		}))
 	}
 

@@ -30,6 +30,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/audit"
+	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
@@ -129,6 +130,9 @@ type drill struct {
 	ledger string
 	rng    *rand.Rand
 	simURL string
+	// keySpec and keys seal the runs' payloads (SMSORCH_CODEC_KEYS).
+	keySpec string
+	keys    *codec.Keyring
 	topology
 	st     *starter.Starter
 	tc     client.Client
@@ -167,6 +171,13 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 		}
 		d.logf("the ledger is on PostgreSQL: %s", logging.RedactDSN(d.ledger))
 	}
+	// Every process of the drill seals payloads with one fresh key.
+	if d.keySpec, err = codec.NewKey(fmt.Sprintf("drill-%d", cfg.Seed)); err != nil {
+		return Summary{}, nil, err
+	}
+	if d.keys, err = codec.ParseKeys(d.keySpec); err != nil {
+		return Summary{}, nil, err
+	}
 	sim, err := d.startSimulator(ctx)
 	if err != nil {
 		return Summary{}, nil, err
@@ -185,6 +196,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	if err := frontends.Apply(&opts); err != nil {
 		return Summary{}, nil, err
 	}
+	d.keys.Apply(&opts) // the workers' keys: the runs' payloads are sealed
 	tc, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return Summary{}, nil, fmt.Errorf("drill: dial Temporal at %s: %w", strings.Join(d.frontends, ","), err)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/simulator"
@@ -156,7 +157,7 @@ func (d *drill) workerArgs(i int) []string {
 
 func (d *drill) startWorker(ctx context.Context, i int) error {
 	name := fmt.Sprintf("worker-%d", i+1)
-	env := []string{"BIRD_ACCESS_KEY=" + simulator.DefaultBirdAccessKey, "SENDY_TOKEN=" + simulator.DefaultSendyToken}
+	env := []string{"BIRD_ACCESS_KEY=" + simulator.DefaultBirdAccessKey, "SENDY_TOKEN=" + simulator.DefaultSendyToken, codec.EnvKeys + "=" + d.keySpec}
 	if d.cfg.Cluster {
 		env = append(env, "TEMPORAL_ADDRESS="+strings.Join(d.frontends, ","), "TEMPORAL_NAMESPACE="+client.DefaultNamespace)
 	}

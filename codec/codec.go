@@ -1,0 +1,255 @@
+// Package codec encrypts what the orchestrator puts into Temporal: every
+// payload (workflow and activity inputs and results, signals, queries)
+// and failure messages are sealed with AES-256-GCM before they leave the
+// process, so recipients and message texts never stand in plain text in
+// Temporal's history, database or web UI.
+//
+// Keys have ids; the id of the key that sealed a payload travels in its
+// metadata, so keys rotate: the first key of the ring seals, every key
+// of the ring opens. Keys come from the environment or a file, never
+// from flags:
+//
+//	SMSORCH_CODEC_KEYS=2026-11:BASE64KEY,2026-05:OLDERKEY
+//	SMSORCH_CODEC_KEY_FILE=/run/secrets/smsorch-codec-keys   (lines "id base64key", first seals)
+//
+// `smsctl codec-key` prints a new key. The codec server (Handler) lets the
+// Temporal web UI show decrypted payloads to those who hold its token.
+package codec
+
+import (
+	"bufio"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
+)
+
+// Environment variables that hold the keys.
+const (
+	EnvKeys    = "SMSORCH_CODEC_KEYS"
+	EnvKeyFile = "SMSORCH_CODEC_KEY_FILE"
+)
+
+// Payload metadata of a sealed payload.
+const (
+	// Encoding marks a payload this codec sealed.
+	Encoding = "binary/encrypted"
+	// MetadataKeyID names the key that sealed it.
+	MetadataKeyID = "encryption-key-id"
+)
+
+// ErrUnknownKey is a payload sealed with a key the ring does not hold.
+var ErrUnknownKey = errors.New("codec: the payload was sealed with a key this process does not have")
+
+var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Keyring is the set of keys: the first seals, all open.
+type Keyring struct {
+	current string
+	aeads   map[string]cipher.AEAD
+	ids     []string
+}
+
+// ParseKeys reads "id:base64key,id:base64key" (the first seals). Each
+// key is 32 bytes (AES-256) in standard or URL base64.
+func ParseKeys(spec string) (*Keyring, error) {
+	var pairs [][2]string
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, key, ok := strings.Cut(part, ":")
+		if !ok {
+			return nil, fmt.Errorf("codec: a key is written ID:BASE64KEY (as smsctl codec-key prints it); one entry has no id")
+		}
+		pairs = append(pairs, [2]string{strings.TrimSpace(id), strings.TrimSpace(key)})
+	}
+	return newKeyring(pairs)
+}
+
+// ParseKeyFile reads lines "id base64key" (blank lines and # comments
+// skipped); the first key seals.
+func ParseKeyFile(path string) (*Keyring, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("codec: read the key file: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	var pairs [][2]string
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("codec: key file %s line %d: write \"ID BASE64KEY\"", path, n)
+		}
+		pairs = append(pairs, [2]string{fields[0], fields[1]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("codec: read the key file %s: %w", path, err)
+	}
+	return newKeyring(pairs)
+}
+
+// FromEnv loads the keys from SMSORCH_CODEC_KEYS or the file named by
+// SMSORCH_CODEC_KEY_FILE; nil (no encryption) when neither is set.
+func FromEnv(getenv func(string) string) (*Keyring, error) {
+	spec, file := getenv(EnvKeys), getenv(EnvKeyFile)
+	switch {
+	case spec != "" && file != "":
+		return nil, fmt.Errorf("codec: both %s and %s are set: give the keys one way", EnvKeys, EnvKeyFile)
+	case spec != "":
+		return ParseKeys(spec)
+	case file != "":
+		return ParseKeyFile(file)
+	}
+	return nil, nil
+}
+
+func newKeyring(pairs [][2]string) (*Keyring, error) {
+	if len(pairs) == 0 {
+		return nil, errors.New("codec: no key given")
+	}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	for _, p := range pairs {
+		id, enc := p[0], p[1]
+		if !keyIDPattern.MatchString(id) {
+			return nil, fmt.Errorf("codec: key id %q: use 1 to 64 letters, digits, '.', '_' or '-'", id)
+		}
+		if _, dup := k.aeads[id]; dup {
+			return nil, fmt.Errorf("codec: key id %s is given twice", id)
+		}
+		raw, err := base64.StdEncoding.DecodeString(enc)
+		if err != nil {
+			raw, err = base64.URLEncoding.DecodeString(enc)
+		}
+		if err != nil || len(raw) != 32 {
+			// Never the key itself in an error.
+			return nil, fmt.Errorf("codec: key %s is not 32 bytes of base64 (AES-256): make one with `smsctl codec-key`", id)
+		}
+		block, err := aes.NewCipher(raw)
+		if err != nil {
+			return nil, fmt.Errorf("codec: key %s: %w", id, err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("codec: key %s: %w", id, err)
+		}
+		k.aeads[id] = aead
+		k.ids = append(k.ids, id)
+	}
+	k.current = k.ids[0]
+	return k, nil
+}
+
+// NewKey returns a fresh key as "id:base64key" with the given id.
+func NewKey(id string) (string, error) {
+	if !keyIDPattern.MatchString(id) {
+		return "", fmt.Errorf("codec: key id %q: use 1 to 64 letters, digits, '.', '_' or '-'", id)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	return id + ":" + base64.StdEncoding.EncodeToString(raw), nil
+}
+
+// Current is the id of the key that seals.
+func (k *Keyring) Current() string { return k.current }
+
+// IDs are the ids of every key, the sealing one first.
+func (k *Keyring) IDs() []string { return append([]string(nil), k.ids...) }
+
+// String never shows a key.
+func (k *Keyring) String() string {
+	return fmt.Sprintf("AES-256-GCM keys %s (sealing with %s)", strings.Join(k.ids, ", "), k.current)
+}
+
+// Encode seals each payload under the current key; the key id and the
+// encoding go in the metadata, the whole original payload (its metadata
+// too) in the data.
+func (k *Keyring) Encode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	aead := k.aeads[k.current]
+	out := make([]*commonpb.Payload, len(ps))
+	for i, p := range ps {
+		plain, err := proto.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("codec: %w", err)
+		}
+		nonce := make([]byte, aead.NonceSize())
+		if _, err := rand.Read(nonce); err != nil {
+			return nil, fmt.Errorf("codec: %w", err)
+		}
+		// The key id is authenticated with the data: a payload cannot be
+		// moved under another id.
+		sealed := aead.Seal(nonce, nonce, plain, []byte(k.current))
+		out[i] = &commonpb.Payload{
+			Metadata: map[string][]byte{converter.MetadataEncoding: []byte(Encoding), MetadataKeyID: []byte(k.current)},
+			Data:     sealed,
+		}
+	}
+	return out, nil
+}
+
+// Decode opens each sealed payload; others pass unchanged (payloads
+// written before encryption was turned on stay readable).
+func (k *Keyring) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	out := make([]*commonpb.Payload, len(ps))
+	for i, p := range ps {
+		if string(p.GetMetadata()[converter.MetadataEncoding]) != Encoding {
+			out[i] = p
+			continue
+		}
+		id := string(p.GetMetadata()[MetadataKeyID])
+		aead, ok := k.aeads[id]
+		if !ok {
+			return nil, fmt.Errorf("%w (key id %q; this process has %s): add that key to the ring", ErrUnknownKey, id, strings.Join(k.ids, ", "))
+		}
+		data := p.GetData()
+		if len(data) < aead.NonceSize() {
+			return nil, fmt.Errorf("codec: a payload sealed with key %s is truncated", id)
+		}
+		plain, err := aead.Open(nil, data[:aead.NonceSize()], data[aead.NonceSize():], []byte(id))
+		if err != nil {
+			return nil, fmt.Errorf("codec: a payload sealed with key %s does not open: it was altered, or the key is not the one that sealed it", id)
+		}
+		var orig commonpb.Payload
+		if err := proto.Unmarshal(plain, &orig); err != nil {
+			return nil, fmt.Errorf("codec: a payload sealed with key %s: %w", id, err)
+		}
+		out[i] = &orig
+	}
+	return out, nil
+}
+
+// DataConverter is the SDK's default converter with this codec under it.
+func (k *Keyring) DataConverter() converter.DataConverter {
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), k)
+}
+
+// Apply makes a client seal every payload and failure message it sends
+// and open what it reads. A nil ring leaves opts alone.
+func (k *Keyring) Apply(opts *client.Options) {
+	if k == nil {
+		return
+	}
+	dc := k.DataConverter()
+	opts.DataConverter = dc
+	// Failure messages and stack traces may quote what was sent.
+	opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{DataConverter: dc, EncodeCommonAttributes: true})
+}

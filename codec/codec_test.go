@@ -1,0 +1,196 @@
+package codec
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+func ring(t *testing.T, ids ...string) (*Keyring, []string) {
+	t.Helper()
+	var specs []string
+	for _, id := range ids {
+		k, err := NewKey(id)
+		require.NoError(t, err)
+		specs = append(specs, k)
+	}
+	k, err := ParseKeys(strings.Join(specs, ","))
+	require.NoError(t, err)
+	return k, specs
+}
+
+func payload(t *testing.T, v any) *commonpb.Payload {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
+	require.NoError(t, err)
+	return p
+}
+
+func TestRoundTripHidesThePlainText(t *testing.T) {
+	k, _ := ring(t, "k1")
+	in := payload(t, map[string]string{"to": "+31612345678", "text": "Your code is 482913"})
+	sealed, err := k.Encode([]*commonpb.Payload{in})
+	require.NoError(t, err)
+	require.Equal(t, Encoding, string(sealed[0].Metadata[converter.MetadataEncoding]))
+	require.Equal(t, "k1", string(sealed[0].Metadata[MetadataKeyID]))
+	raw, _ := protojson.Marshal(sealed[0])
+	for _, secret := range []string{"31612345678", "482913", "json/plain"} {
+		require.NotContains(t, string(raw), secret)
+	}
+	opened, err := k.Decode(sealed)
+	require.NoError(t, err)
+	var back map[string]string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(opened[0], &back))
+	require.Equal(t, "Your code is 482913", back["text"])
+
+	// The same value seals differently each time (a fresh nonce).
+	again, err := k.Encode([]*commonpb.Payload{in})
+	require.NoError(t, err)
+	require.NotEqual(t, sealed[0].Data, again[0].Data)
+
+	// A payload that was never sealed passes through.
+	plain, err := k.Decode([]*commonpb.Payload{in})
+	require.NoError(t, err)
+	require.Equal(t, in, plain[0])
+}
+
+func TestATamperedPayloadIsRefused(t *testing.T) {
+	k, _ := ring(t, "k1", "k2")
+	sealed, err := k.Encode([]*commonpb.Payload{payload(t, "Your code is 482913")})
+	require.NoError(t, err)
+	flipped := &commonpb.Payload{Metadata: sealed[0].Metadata, Data: bytes.Clone(sealed[0].Data)}
+	flipped.Data[len(flipped.Data)-1] ^= 1
+	_, err = k.Decode([]*commonpb.Payload{flipped})
+	require.ErrorContains(t, err, "was altered")
+	// Moved under another key id of the same ring: the id is authenticated.
+	moved := &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(Encoding), MetadataKeyID: []byte("k2")}, Data: sealed[0].Data}
+	_, err = k.Decode([]*commonpb.Payload{moved})
+	require.ErrorContains(t, err, "does not open")
+	_, err = k.Decode([]*commonpb.Payload{{Metadata: sealed[0].Metadata, Data: sealed[0].Data[:5]}})
+	require.ErrorContains(t, err, "truncated")
+}
+
+// After a rotation the new key seals and the old one still opens what
+// it sealed; a ring without the old key says which key is missing.
+func TestRotatedOutKeyStillOpens(t *testing.T) {
+	old, oldSpecs := ring(t, "2026-05")
+	sealedOld, err := old.Encode([]*commonpb.Payload{payload(t, "order 58213")})
+	require.NoError(t, err)
+	newKey, err := NewKey("2026-11")
+	require.NoError(t, err)
+	rotated, err := ParseKeys(newKey + "," + oldSpecs[0])
+	require.NoError(t, err)
+	require.Equal(t, "2026-11", rotated.Current())
+	opened, err := rotated.Decode(sealedOld)
+	require.NoError(t, err)
+	var s string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(opened[0], &s))
+	require.Equal(t, "order 58213", s)
+	sealedNew, err := rotated.Encode([]*commonpb.Payload{payload(t, "x")})
+	require.NoError(t, err)
+	require.Equal(t, "2026-11", string(sealedNew[0].Metadata[MetadataKeyID]))
+
+	onlyNew, err := ParseKeys(newKey)
+	require.NoError(t, err)
+	_, err = onlyNew.Decode(sealedOld)
+	require.ErrorIs(t, err, ErrUnknownKey)
+	require.ErrorContains(t, err, `"2026-05"`)
+}
+
+func TestBadKeysAreRefusedWithoutPrintingThem(t *testing.T) {
+	for spec, want := range map[string]string{
+		"":                                  "no key given",
+		"nocolon":                           "written ID:BASE64KEY",
+		"k1:c2hvcnQ=":                       "not 32 bytes",
+		"bad id:" + strings.Repeat("A", 44): "key id",
+	} {
+		_, err := ParseKeys(spec)
+		require.ErrorContains(t, err, want, spec)
+		require.NotContains(t, err.Error(), "c2hvcnQ=")
+	}
+	k, err := NewKey("k1")
+	require.NoError(t, err)
+	_, err = ParseKeys(k + "," + k)
+	require.ErrorContains(t, err, "given twice")
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "keys")
+	id, key, _ := strings.Cut(k, ":")
+	require.NoError(t, os.WriteFile(file, []byte("# rotated 2026-11\n"+id+" "+key+"\n"), 0o600))
+	r, err := FromEnv(func(name string) string { return map[string]string{EnvKeyFile: file}[name] })
+	require.NoError(t, err)
+	require.Equal(t, "k1", r.Current())
+	require.NotContains(t, r.String(), key)
+	none, err := FromEnv(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Nil(t, none, "no keys: no encryption")
+	_, err = FromEnv(func(name string) string { return map[string]string{EnvKeyFile: file, EnvKeys: k}[name] })
+	require.ErrorContains(t, err, "one way")
+}
+
+func TestCodecServerNeedsItsTokenAndAnswersTheUI(t *testing.T) {
+	k, _ := ring(t, "k1")
+	const ui = "http://127.0.0.1:8233"
+	srv := httptest.NewServer(Handler(k, "t0ken", Origins(ui)))
+	defer srv.Close()
+	sealed, err := k.Encode([]*commonpb.Payload{payload(t, "Your code is 482913")})
+	require.NoError(t, err)
+	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: sealed})
+	require.NoError(t, err)
+
+	post := func(path, auth string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", ui)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, text := post("/decode", "")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.NotContains(t, text, "482913")
+	resp, _ = post("/decode", "Bearer wrong")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	for _, tc := range []struct{ path, auth string }{{"/decode", "Bearer t0ken"}, {"/t0ken/decode", ""}} {
+		resp, text = post(tc.path, tc.auth)
+		require.Equal(t, http.StatusOK, resp.StatusCode, text)
+		require.Equal(t, ui, resp.Header.Get("Access-Control-Allow-Origin"))
+		var out commonpb.Payloads
+		require.NoError(t, protojson.Unmarshal([]byte(text), &out))
+		var s string
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(out.Payloads[0], &s))
+		require.Equal(t, "Your code is 482913", s)
+	}
+
+	// The browser's preflight from the UI's origin; another origin gets no CORS grant.
+	req, _ := http.NewRequest(http.MethodOptions, srv.URL+"/decode", nil)
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+
+	// No token configured: nothing is served.
+	open := httptest.NewServer(Handler(k, "", nil))
+	defer open.Close()
+	r2, err := http.Post(open.URL+"/decode", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	r2.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, r2.StatusCode)
+}
