@@ -156,10 +156,15 @@ func (a *App) serveIntake() error {
 		return fmt.Errorf("the HTTP intake cannot listen on %s: %w (choose another --intake address, or --intake off)", a.Config.IntakeAddress, err)
 	}
 	h := intake.New(starter.New(a.Client, starter.WithNamespace(a.Namespace)), intake.Config{Secret: a.Config.IntakeSecret, Logger: a.Log.Named("intake")})
-	a.intake = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	a.intake = intake.NewServer(h)
 	a.IntakeURL = "http://" + l.Addr().String()
+	serve := func() error { return a.intake.Serve(l) }
+	if a.Config.IntakeTLSCert != "" {
+		a.IntakeURL = "https://" + l.Addr().String()
+		serve = func() error { return a.intake.ServeTLS(l, a.Config.IntakeTLSCert, a.Config.IntakeTLSKey) }
+	}
 	go func() {
-		if err := a.intake.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.Log.Error("the HTTP intake stopped", zap.Error(err))
 		}
 	}()

@@ -2,10 +2,21 @@ package app
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"flag"
 	"math"
+	"math/big"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,6 +80,9 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 		{Config{Dev: true, SimulatorAddress: Off}, "no provider is configured"},
 		{Config{Dev: true, AttemptTimeout: 4 * time.Hour}, "leaves no room for one 4h0m0s attempt"},
 		{Config{Dev: true, ServerOnly: true}, "--server-only and --dev exclude each other"},
+		{Config{Dev: true, IntakeTLSCert: "cert.pem"}, "go together"},
+		{Config{Dev: true, IntakeTLSCert: "no-such.pem", IntakeTLSKey: "no-such.key"}, "do not load"},
+		{Config{Dev: true, CodecServerAddress: "127.0.0.1:8234"}, "has no keys to decode with"},
 		{Config{TemporalDB: "postgres://postgres@127.0.0.1/temporal", Sendy: SendyConfig{BaseURL: "https://sendy", Token: "t"}, IntakeAddress: Off}, "use it with --dev or --server-only"},
 	} {
 		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want)
@@ -181,11 +195,20 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	require.Error(t, raw.GetWorkflow(ctx, "order-1-shipped", "").Get(ctx, &plainRes))
 }
 
+// The dev stack with everything on: the banner names each part, the
+// intake answers over HTTPS, and the codec server decodes only with its
+// token, for the embedded UI's origin.
 func TestDevBannerNamesTheUI(t *testing.T) {
 	t.Parallel()
+	cert, key := selfSigned(t)
+	keys, err := codec.NewKey("dev-1")
+	require.NoError(t, err)
+	ring, err := codec.ParseKeys(keys)
+	require.NoError(t, err)
 	a, err := Start(context.Background(), Config{
 		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: "127.0.0.1:0",
-		SimulatorAddress: "127.0.0.1:0", IntakeAddress: Off,
+		SimulatorAddress: "127.0.0.1:0", IntakeAddress: "127.0.0.1:0", IntakeTLSCert: cert, IntakeTLSKey: key,
+		Codec: ring, CodecToken: "codec-t0ken", CodecServerAddress: "127.0.0.1:0",
 	}, zap.NewNop())
 	require.NoError(t, err)
 	defer func() { _ = a.Stop() }()
@@ -193,6 +216,28 @@ func TestDevBannerNamesTheUI(t *testing.T) {
 	require.Contains(t, b, a.Stack.UIURL()+"/namespaces/default/workflows")
 	require.Contains(t, b, a.Sim.URL+"/_sim/messages")
 	require.Contains(t, b, "Press Ctrl+C to stop.")
+	require.Contains(t, b, "Codec server:       "+a.CodecURL)
+	require.NotContains(t, b, "codec-t0ken")
+	require.True(t, strings.HasPrefix(a.IntakeURL, "https://"), a.IntakeURL)
+
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the test's own certificate
+	resp, err := hc.Get(a.IntakeURL + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	decode := func(path string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, a.CodecURL+path, strings.NewReader(`{"payloads":[]}`))
+		req.Header.Set("Origin", a.Stack.UIURL())
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	require.Equal(t, http.StatusUnauthorized, decode("/decode").StatusCode)
+	ok := decode("/codec-t0ken/decode")
+	require.Equal(t, http.StatusOK, ok.StatusCode)
+	require.Equal(t, a.Stack.UIURL(), ok.Header.Get("Access-Control-Allow-Origin"), "the embedded UI may call it")
 	require.NoError(t, a.Stop())
 	require.NoError(t, a.Stop(), "a second Stop is harmless")
 }
@@ -224,4 +269,25 @@ func TestQueueRatesStayWithinTheLimit(t *testing.T) {
 	send, lookup, err = QueueRates(0)
 	require.NoError(t, err)
 	require.Zero(t, send+lookup, "0 is no limit")
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key.
+func selfSigned(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(priv)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	return certFile, keyFile
 }

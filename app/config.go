@@ -5,6 +5,7 @@
 package app
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -90,6 +91,9 @@ type Config struct {
 	// IntakeSecret, when set, requires an HMAC-SHA256 signature of each
 	// intake request body (from SMSORCH_INTAKE_SECRET).
 	IntakeSecret logging.Secret
+	// IntakeTLSCert and IntakeTLSKey, when set, serve the intake over
+	// HTTPS with this certificate (PEM files).
+	IntakeTLSCert, IntakeTLSKey string
 	// IntakeInsecure lets a worker outside dev mode serve an unsigned
 	// intake on a loopback address. An unsigned intake on any other
 	// address is refused in every mode.
@@ -259,6 +263,14 @@ func (c Config) validateCodec() error {
 // to send SMS: unsigned on a non-loopback address in any mode, and
 // unsigned outside dev mode unless asked for explicitly.
 func (c Config) validateIntake() error {
+	if (c.IntakeTLSCert == "") != (c.IntakeTLSKey == "") {
+		return errors.New("--intake-tls-cert and --intake-tls-key go together: give both PEM files, or neither for plain HTTP")
+	}
+	if c.IntakeTLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(c.IntakeTLSCert, c.IntakeTLSKey); err != nil {
+			return fmt.Errorf("the intake's TLS certificate %s and key %s do not load: %w", c.IntakeTLSCert, c.IntakeTLSKey, err)
+		}
+	}
 	if c.IntakeAddress == Off || c.IntakeSecret != "" {
 		return nil
 	}
@@ -301,6 +313,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
 	fs.BoolVar(&c.PlaintextPayloads, "plaintext-payloads", false, "outside dev mode, run without "+codec.EnvKeys+": recipients and texts then stand in plain text in Temporal")
 	fs.StringVar(&c.CodecServerAddress, "codec-server", "", `the codec server for the web UI (token from `+codec.EnvToken+`), or "off"; default `+DefaultCodecAddress+` in dev mode with keys and a token, else off`)
+	fs.StringVar(&c.IntakeTLSCert, "intake-tls-cert", "", "serve the intake over HTTPS with this certificate (PEM; with --intake-tls-key)")
+	fs.StringVar(&c.IntakeTLSKey, "intake-tls-key", "", "the private key of --intake-tls-cert (PEM)")
 	fs.BoolVar(&c.IntakeInsecure, "intake-insecure", false, "outside dev mode, accept unsigned intake requests on a loopback address")
 	fs.StringVar(&c.Bird.BaseURL, "bird-url", "", "Bird's API base URL, e.g. https://api.bird.com (access key from "+EnvBirdAccessKey+")")
 	fs.StringVar(&c.Bird.WorkspaceID, "bird-workspace", "", "Bird workspace id")

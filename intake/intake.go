@@ -6,8 +6,16 @@
 //	GET  /v1/events/{key}          → the run's state and timeline
 //	GET  /healthz                  → 200
 //
-// With a shared secret configured, every POST must carry
-// X-Smsorch-Signature: sha256=<hex HMAC-SHA256 of the raw body>.
+// With a shared secret configured, every request must carry
+//
+//	X-Smsorch-Timestamp: <unix seconds>
+//	X-Smsorch-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">
+//
+// (for a GET, of "<timestamp>.GET <path>"). A timestamp more than
+// MaxSkew from the intake's clock is refused, and so is a signature
+// seen before, so a captured request cannot be replayed. Each client
+// (by remote address) gets a request rate; past it the answer is 429
+// with Retry-After. Errors from Temporal are logged, not echoed.
 package intake
 
 import (
@@ -20,8 +28,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,8 +42,19 @@ import (
 	"github.com/acme/smsorch/starter"
 )
 
-// SignatureHeader carries the body's HMAC when a secret is configured.
-const SignatureHeader = "X-Smsorch-Signature"
+// SignatureHeader carries the request's HMAC when a secret is
+// configured; TimestampHeader the time it was signed.
+const (
+	SignatureHeader = "X-Smsorch-Signature"
+	TimestampHeader = "X-Smsorch-Timestamp"
+)
+
+// MaxSkew is how far a request's timestamp may be from the intake's
+// clock, either way.
+const MaxSkew = 5 * time.Minute
+
+// DefaultRatePerMinute is each client's request budget.
+const DefaultRatePerMinute = 600
 
 // DefaultMaxBody bounds a request body; an event is a few hundred bytes.
 const DefaultMaxBody = 64 << 10
@@ -44,12 +67,20 @@ type Config struct {
 	MaxBody int64
 	// Timeout bounds the work of one request; default 30 s.
 	Timeout time.Duration
-	Logger  *zap.Logger
+	// RatePerMinute is each client's request budget (by remote address),
+	// with bursts of a tenth of it; default DefaultRatePerMinute,
+	// negative for none.
+	RatePerMinute int
+	// Now is the clock signatures are checked against; default time.Now.
+	Now    func() time.Time
+	Logger *zap.Logger
 }
 
 type handler struct {
-	s   *starter.Starter
-	cfg Config
+	s       *starter.Starter
+	cfg     Config
+	seen    *seenSignatures
+	clients *clientLimits
 }
 
 // New returns the intake's HTTP handler.
@@ -63,12 +94,150 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	h := &handler{s: s, cfg: cfg}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.RatePerMinute == 0 {
+		cfg.RatePerMinute = DefaultRatePerMinute
+	}
+	h := &handler{s: s, cfg: cfg, seen: &seenSignatures{at: map[string]time.Time{}}, clients: newClientLimits(cfg.RatePerMinute)}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/events", h.post)
-	mux.HandleFunc("GET /v1/events/{key}", h.get)
+	mux.HandleFunc("POST /v1/events", h.limited(h.post))
+	mux.HandleFunc("GET /v1/events/{key}", h.limited(h.get))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	return mux
+}
+
+// limited answers 429 with Retry-After to a client past its rate.
+func (h *handler) limited(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if wait, ok := h.clients.allow(clientOf(r), h.cfg.Now()); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			h.fail(w, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("more than %d requests a minute from this client: wait and send again (the event's key makes a retry safe)", h.cfg.RatePerMinute))
+			return
+		}
+		next(w, r)
+	}
+}
+
+// authentic checks the timestamp and the signature of what was signed
+// (the body, or the method and path); it answers and returns false when
+// the request must stop here.
+func (h *handler) authentic(w http.ResponseWriter, r *http.Request, signed []byte) bool {
+	if h.cfg.Secret == "" {
+		return true
+	}
+	ts := strings.TrimSpace(r.Header.Get(TimestampHeader))
+	sig := strings.TrimSpace(r.Header.Get(SignatureHeader))
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	now := h.cfg.Now()
+	switch {
+	case err != nil:
+		h.fail(w, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or unreadable %s: send the Unix time in seconds at which you signed, and %s: sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" with the shared secret>", TimestampHeader, SignatureHeader))
+		return false
+	case absDuration(now.Sub(time.Unix(secs, 0))) > MaxSkew:
+		h.fail(w, http.StatusUnauthorized, "stale", "", fmt.Sprintf("%s is %s from the intake's clock (at most %s): sign again with the current time, and check the sender's clock", TimestampHeader, absDuration(now.Sub(time.Unix(secs, 0))).Round(time.Second), MaxSkew))
+		return false
+	case !hmac.Equal([]byte(signature(h.cfg.Secret, ts, signed)), []byte(sig)):
+		h.fail(w, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>", SignatureHeader))
+		return false
+	case !h.seen.first(sig, now):
+		h.fail(w, http.StatusUnauthorized, "replayed", "", "this signed request was received before: sign again with a fresh timestamp (the event's key makes sending it again safe)")
+		return false
+	}
+	return true
+}
+
+func absDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// seenSignatures remembers the signatures accepted within the skew, so
+// a captured request cannot be played again.
+type seenSignatures struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (s *seenSignatures) first(sig string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, t := range s.at {
+		if now.Sub(t) > 2*MaxSkew {
+			delete(s.at, k)
+		}
+	}
+	if _, dup := s.at[sig]; dup {
+		return false
+	}
+	s.at[sig] = now
+	return true
+}
+
+func (s *seenSignatures) forget(sig string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.at, strings.TrimSpace(sig))
+}
+
+// clientLimits is a token bucket per client.
+type clientLimits struct {
+	mu      sync.Mutex
+	perSec  float64
+	burst   float64
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newClientLimits(perMinute int) *clientLimits {
+	if perMinute < 0 {
+		return nil
+	}
+	return &clientLimits{perSec: float64(perMinute) / 60, burst: max(1, float64(perMinute)/10), buckets: map[string]*bucket{}}
+}
+
+// allow takes a token for client, or says how long until one is free.
+func (c *clientLimits) allow(client string, now time.Time) (time.Duration, bool) {
+	if c == nil {
+		return 0, true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.buckets[client]
+	if !ok {
+		if len(c.buckets) > 100_000 { // forget idle clients rather than grow without bound
+			for k, v := range c.buckets {
+				if now.Sub(v.last) > time.Minute {
+					delete(c.buckets, k)
+				}
+			}
+		}
+		b = &bucket{tokens: c.burst, last: now}
+		c.buckets[client] = b
+	}
+	b.tokens = min(c.burst, b.tokens+now.Sub(b.last).Seconds()*c.perSec)
+	b.last = now
+	if b.tokens < 1 {
+		return time.Duration((1 - b.tokens) / c.perSec * float64(time.Second)), false
+	}
+	b.tokens--
+	return 0, true
+}
+
+// clientOf is the remote address without its port.
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // Problem is the body of every error answer.
@@ -105,8 +274,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusBadRequest, "bad_body", "", "could not read the body: "+err.Error())
 		return
 	}
-	if h.cfg.Secret != "" && !validSignature(h.cfg.Secret, body, r.Header.Get(SignatureHeader)) {
-		h.fail(w, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of the raw body with the shared secret>", SignatureHeader))
+	if !h.authentic(w, r, body) {
 		return
 	}
 	var e starter.Event
@@ -129,8 +297,11 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		log.Warn("intake refused a conflicting event", zap.Error(err))
 		h.fail(w, http.StatusConflict, "conflict", ce.Field, err.Error())
 	case err != nil:
+		// The caller learns what to do; the cause, which may name our
+		// Temporal cluster, stays in our log.
 		log.Error("intake could not start an event", zap.Error(err))
-		h.fail(w, http.StatusServiceUnavailable, "unavailable", "", err.Error()+"; send the same event again: its key makes retries safe")
+		h.seen.forget(r.Header.Get(SignatureHeader)) // the same signed request may come again
+		h.fail(w, http.StatusServiceUnavailable, "unavailable", "", "the event could not be started right now: send the same event again (its key makes retries safe)")
 	case res.Started:
 		log.Info("intake started an event", zap.String("run", res.RunID))
 		writeJSON(w, http.StatusAccepted, res)
@@ -143,6 +314,9 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
+	if !h.authentic(w, r, []byte(http.MethodGet+" "+r.URL.EscapedPath())) {
+		return
+	}
 	st, err := h.s.Status(ctx, r.PathValue("key"))
 	var ie *starter.InvalidError
 	switch {
@@ -151,19 +325,37 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, starter.ErrNotFound):
 		h.fail(w, http.StatusNotFound, "not_found", "", err.Error())
 	case err != nil:
-		h.fail(w, http.StatusServiceUnavailable, "unavailable", "", err.Error())
+		h.cfg.Logger.Error("intake could not read a run", zap.String("key", r.PathValue("key")), zap.Error(err))
+		h.fail(w, http.StatusServiceUnavailable, "unavailable", "", "the run could not be read right now: ask again")
 	default:
 		writeJSON(w, http.StatusOK, st)
 	}
 }
 
-// Sign returns the signature header value for a body: what a sender computes.
-func Sign(secret logging.Secret, body []byte) string {
+// Sign returns the headers a sender adds to a request signed at t: for a
+// POST, signed is the raw body; for a GET, "GET <path>".
+func Sign(secret logging.Secret, t time.Time, signed []byte) map[string]string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	return map[string]string{TimestampHeader: ts, SignatureHeader: signature(secret, ts, signed)}
+}
+
+func signature(secret logging.Secret, ts string, signed []byte) string {
 	m := hmac.New(sha256.New, []byte(secret.Reveal()))
-	m.Write(body)
+	m.Write([]byte(ts + "."))
+	m.Write(signed)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-func validSignature(secret logging.Secret, body []byte, header string) bool {
-	return hmac.Equal([]byte(Sign(secret, body)), []byte(strings.TrimSpace(header)))
+// Timeouts of the intake's HTTP server: a client that sends its headers
+// or its body slowly, or keeps an idle connection, is cut off.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	ReadTimeout       = 30 * time.Second
+	WriteTimeout      = 45 * time.Second // the handler's own bound is 30 s
+	IdleTimeout       = 2 * time.Minute
+)
+
+// NewServer is the intake's HTTP server around h, with the timeouts.
+func NewServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout}
 }

@@ -2,13 +2,19 @@ package intake
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/starter"
 )
 
@@ -31,23 +37,97 @@ const event = `{"kind":"order","id":"58213","stage":"shipped","to":"+31612345678
 
 func TestSignatureIsRequiredWhenASecretIsSet(t *testing.T) {
 	t.Parallel()
-	h := New(starter.New(nil), Config{Secret: "shared-secret"})
-	for name, sig := range map[string]string{
-		"unsigned":         "",
-		"wrong secret":     Sign("other", []byte(event)),
-		"other body":       Sign("shared-secret", []byte(event+" ")),
-		"not even a value": "yes please",
-	} {
-		code, p := post(t, h, event, map[string]string{SignatureHeader: sig})
-		require.Equal(t, http.StatusUnauthorized, code, name)
-		require.Equal(t, "unauthorized", p.Error.Code, name)
-		require.Contains(t, p.Error.Message, "HMAC-SHA256", name)
+	now := time.Now()
+	h := New(starter.New(nil), Config{Secret: "shared-secret", Now: func() time.Time { return now }})
+	signed := func(secret string, at time.Time, body string) map[string]string {
+		return Sign(logging.Secret(secret), at, []byte(body))
 	}
-	// A correctly signed but invalid event gets past the signature check.
+	withSig := func(sig string) map[string]string {
+		m := signed("shared-secret", now, event)
+		m[SignatureHeader] = sig
+		return m
+	}
+	for name, tc := range map[string]struct {
+		header map[string]string
+		code   string
+	}{
+		"unsigned":                 {nil, "unauthorized"},
+		"no timestamp":             {map[string]string{SignatureHeader: signed("shared-secret", now, event)[SignatureHeader]}, "unauthorized"},
+		"wrong secret":             {signed("other", now, event), "unauthorized"},
+		"other body":               {signed("shared-secret", now, event+" "), "unauthorized"},
+		"body-only (old) scheme":   {withSig("sha256=" + strings.Repeat("0", 64)), "unauthorized"},
+		"not even a value":         {withSig("yes please"), "unauthorized"},
+		"stale: signed 10 min ago": {signed("shared-secret", now.Add(-10*time.Minute), event), "stale"},
+		"from the future":          {signed("shared-secret", now.Add(6*time.Minute), event), "stale"},
+	} {
+		code, p := post(t, h, event, tc.header)
+		require.Equal(t, http.StatusUnauthorized, code, name)
+		require.Equal(t, tc.code, p.Error.Code, name)
+		require.NotContains(t, p.Error.Message, "shared-secret", name)
+	}
+	// A correctly signed but invalid event gets past the signature check...
 	bad := strings.Replace(event, "+31612345678", "0612345678", 1)
-	code, p := post(t, h, bad, map[string]string{SignatureHeader: Sign("shared-secret", []byte(bad))})
+	header := signed("shared-secret", now.Add(-time.Minute), bad)
+	code, p := post(t, h, bad, header)
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Equal(t, "to", p.Error.Field)
+	// ...once: the same signed request again is a replay.
+	code, p = post(t, h, bad, header)
+	require.Equal(t, http.StatusUnauthorized, code)
+	require.Equal(t, "replayed", p.Error.Code)
+	require.Contains(t, p.Error.Message, "sign again with a fresh timestamp")
+}
+
+// GET /v1/events/{key} shows a run's recipient (masked) and timeline: with
+// a secret it is signed like a POST, over the method and the path.
+func TestReadingARunIsSignedToo(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	h := New(starter.New(nil), Config{Secret: "shared-secret", Now: func() time.Time { return now }})
+	get := func(path string, header map[string]string) (int, Problem) {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var p Problem
+		_ = json.Unmarshal(rec.Body.Bytes(), &p)
+		return rec.Code, p
+	}
+	code, p := get("/v1/events/order-1-shipped", nil)
+	require.Equal(t, http.StatusUnauthorized, code)
+	require.Equal(t, "unauthorized", p.Error.Code)
+	code, _ = get("/v1/events/order-1-shipped", Sign("shared-secret", now, []byte("GET /v1/events/order-2-shipped")))
+	require.Equal(t, http.StatusUnauthorized, code, "signed for another run")
+	// Signed for this path: past the check, to the starter, which refuses the key.
+	code, p = get("/v1/events/order%201", Sign("shared-secret", now, []byte("GET /v1/events/order%201")))
+	require.Equal(t, http.StatusBadRequest, code, p.Error.Message)
+}
+
+func TestEachClientHasARate(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	h := New(starter.New(nil), Config{RatePerMinute: 60, Now: func() time.Time { return now }})
+	from := func(addr string) int {
+		req := httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader("{"))
+		req.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code == http.StatusTooManyRequests {
+			require.Equal(t, "1", rec.Header().Get("Retry-After"))
+		}
+		return rec.Code
+	}
+	// A burst of a tenth of the minute's budget, then 429.
+	for i := 0; i < 6; i++ {
+		require.Equal(t, http.StatusBadRequest, from("10.0.0.1:5000"), "request %d", i)
+	}
+	require.Equal(t, http.StatusTooManyRequests, from("10.0.0.1:5001"), "same client, another port")
+	require.Equal(t, http.StatusBadRequest, from("10.0.0.2:5000"), "another client has its own budget")
+	now = now.Add(time.Second)
+	require.Equal(t, http.StatusBadRequest, from("10.0.0.1:5000"), "a second later, one more")
+	require.Equal(t, http.StatusTooManyRequests, from("10.0.0.1:5000"))
 }
 
 func TestBadRequestsSayWhatToFix(t *testing.T) {
@@ -91,5 +171,30 @@ func TestRoutes(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
 		require.Equal(t, tc.want, rec.Code, "%s %s", tc.method, tc.path)
+	}
+}
+
+// A client that sends its body slowly is cut off at the read timeout
+// instead of holding a connection (and a goroutine) open.
+func TestASlowClientIsCutOff(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(New(starter.New(nil), Config{}))
+	srv.ReadTimeout = 300 * time.Millisecond
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	conn, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(event), event[:10])
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	resp, err := io.ReadAll(conn) // the rest of the body never comes
+	require.Less(t, time.Since(start), 4*time.Second, "cut off near the read timeout, not at the client's leisure")
+	require.NotContains(t, string(resp), "202 Accepted")
+	if err != nil {
+		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the server closed the connection")
 	}
 }
