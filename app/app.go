@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -138,7 +141,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		return nil, err
 	}
 	a.Activities = &activities.Activities{Providers: providers, Policies: cfg.Policies, Ledger: a.Ledger, Logger: log.Named("activities")}
-	if a.stopWorkers, err = StartWorkers(a.Client, workflows.TaskQueue, a.Activities, cfg.RateLimits); err != nil {
+	if a.stopWorkers, err = StartWorkers(a.Client, workflows.TaskQueue, a.Activities, cfg.RateLimits, cfg.StopTimeout); err != nil {
 		return nil, err
 	}
 	if cfg.IntakeAddress != Off {
@@ -308,6 +311,10 @@ func (a *App) Stop() error {
 		cancel()
 	}
 	if a.stopWorkers != nil {
+		// No new tasks; sends in flight finish and are recorded (up to
+		// StopTimeout) while the ledger, the client and the simulator are
+		// still there.
+		a.Log.Info("stopping: waiting for activities in flight", zap.Duration("up-to", a.Config.StopTimeout))
 		a.stopWorkers()
 	}
 	if a.codec != nil {
@@ -347,4 +354,35 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	<-ctx.Done()
 	log.Info("stopping")
 	return a.Stop()
+}
+
+// StopOnSignal returns a context that ends at the first SIGINT or
+// SIGTERM: the process then stops gracefully (sends in flight finish and
+// are recorded, up to --stop-timeout). A second signal calls exit(1) at
+// once. stop releases the signals.
+func StopOnSignal(stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		fmt.Fprintln(stderr, "worker: stopping: sends in flight finish and are recorded; a second signal exits at once")
+		cancel()
+		select {
+		case <-sigs:
+			fmt.Fprintln(stderr, "worker: second signal: exiting now")
+			exit(1)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"flag"
+	"io"
 	"math"
 	"math/big"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +34,7 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
@@ -290,4 +293,51 @@ func selfSigned(t *testing.T) (certFile, keyFile string) {
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
 	return certFile, keyFile
+}
+
+// SIGTERM during a slow send: the process stops taking work, waits for
+// the send in flight, and the ledger holds the attempt with the
+// provider's real answer, not an attempt cut off with its outcome
+// unknown. Sent to this test process itself, through StopOnSignal as
+// worker/main.go uses it.
+func TestSIGTERMDuringASlowSendRecordsItsRealOutcome(t *testing.T) {
+	dir := t.TempDir()
+	ctx, stop := StopOnSignal(io.Discard, func(int) { t.Error("one signal must not exit at once") })
+	defer stop()
+	cfg := Config{
+		Dev: true, DataDir: dir, FrontendAddress: "127.0.0.1:0", UIAddress: Off,
+		SimulatorAddress: "127.0.0.1:0", IntakeAddress: Off, AttemptTimeout: 10 * time.Second, StopTimeout: 20 * time.Second,
+		SimFaults: simulator.FaultFlag{{Kind: simulator.Hang, Provider: "bird", Key: "order-77-shipped", Count: 1, Delay: simulator.Duration(3 * time.Second)}},
+	}
+	a, err := Start(context.Background(), cfg, zap.NewNop())
+	require.NoError(t, err)
+	stopped := make(chan error, 1)
+	go func() {
+		<-ctx.Done() // what Run waits for
+		stopped <- a.Stop()
+	}()
+	_, err = a.Client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "order-77-shipped", TaskQueue: workflows.TaskQueue},
+		workflows.WorkflowName, workflows.Input{Key: "order-77-shipped", Provider: "bird", To: "+31612345678", Text: "Order 77 has shipped."})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(a.Sim.Requests(simulator.Filter{Key: "order-77-shipped"})) > 0 }, 30*time.Second, 20*time.Millisecond, "the send reached the provider")
+	sentAt := time.Now()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker did not stop within 30 s")
+	}
+	require.Greater(t, time.Since(sentAt), 2*time.Second, "the stop waited for the hung send")
+
+	led, err := ledger.OpenSQLite(context.Background(), filepath.Join(dir, "ledger.db"))
+	require.NoError(t, err)
+	defer func() { _ = led.Close() }()
+	attempts, err := led.Attempts(context.Background(), "order-77-shipped")
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	require.False(t, attempts[0].Open(), "the attempt's end is recorded")
+	require.Equal(t, 202, attempts[0].HTTPStatus)
+	require.NotEmpty(t, attempts[0].MessageID, "with the provider's message id")
+	require.False(t, attempts[0].Uncertain(), "outcome %q is certain", attempts[0].Outcome)
 }

@@ -46,6 +46,8 @@ const (
 	// DefaultCodecAddress is the codec server's in dev mode with keys.
 	DefaultCodecAddress  = "127.0.0.1:8234"
 	DefaultIntakeAddress = "127.0.0.1:8080"
+	// DefaultStopTimeout bounds a graceful stop's wait for activities.
+	DefaultStopTimeout = 25 * time.Second
 	// Off disables an optional listener (UI, simulator, intake).
 	Off = "off"
 )
@@ -122,6 +124,10 @@ type Config struct {
 	// fleet (0: none); default DefaultRateLimits. Every worker must give
 	// the same: the server enforces the last one a worker sent.
 	RateLimits map[provider.Name]int
+	// StopTimeout is how long a stopping worker waits for activities in
+	// flight (a send whose answer is on its way) to finish and be
+	// recorded; default 25 s (compose gives a stop 30 s).
+	StopTimeout time.Duration
 	// AttemptTimeout bounds one HTTP attempt; default 15 s.
 	AttemptTimeout time.Duration
 	// Policies are the per-provider durations; zero fields take
@@ -177,6 +183,9 @@ func (c Config) WithDefaults() Config {
 		if c.Dev {
 			c.LogFormat = string(logging.FormatConsole)
 		}
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = DefaultStopTimeout
 	}
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = activities.DefaultPolicy().AttemptTimeout
@@ -332,6 +341,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 			return nil
 		})
 	}
+	fs.DurationVar(&c.StopTimeout, "stop-timeout", DefaultStopTimeout, "on SIGTERM, how long to wait for sends in flight to finish and be recorded (a second signal exits at once)")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", activities.DefaultPolicy().AttemptTimeout, "bound of one HTTP attempt to a provider")
 	fs.StringVar(&c.LogFormat, "log-format", "", "console or json (default console in dev mode, json otherwise)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")

@@ -2,6 +2,8 @@ package app
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -49,20 +51,27 @@ func QueueRates(perMinute int) (send, lookup float64, err error) {
 // every activity on queue (runs from before the provider queues
 // schedule their sends there), and each configured provider's queues
 // beside it. stop stops them all.
-func StartWorkers(c client.Client, queue string, acts *activities.Activities, limits map[provider.Name]int) (stop func(), err error) {
-	main := worker.New(c, queue, worker.Options{})
+//
+// stopTimeout is how long stop waits for activities in flight (a send
+// whose answer is on its way) to finish and be recorded.
+func StartWorkers(c client.Client, queue string, acts *activities.Activities, limits map[provider.Name]int, stopTimeout time.Duration) (stop func(), err error) {
+	main := worker.New(c, queue, worker.Options{WorkerStopTimeout: stopTimeout})
 	Register(main, acts)
 	if err := main.Start(); err != nil {
 		return nil, fmt.Errorf("start the worker on task queue %s: %w", queue, err)
 	}
-	stopProviders, err := StartProviderWorkers(c, queue, acts, limits)
+	stopProviders, err := StartProviderWorkers(c, queue, acts, limits, stopTimeout)
 	if err != nil {
 		main.Stop()
 		return nil, err
 	}
 	return func() {
-		stopProviders()
-		main.Stop()
+		// In parallel: each waits up to stopTimeout for its activities.
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); stopProviders() }()
+		go func() { defer wg.Done(); main.Stop() }()
+		wg.Wait()
 	}, nil
 }
 
@@ -70,12 +79,15 @@ func StartWorkers(c client.Client, queue string, acts *activities.Activities, li
 // its send queue and one on its lookup queue beside runQueue, each with
 // the queue's fleet-wide rate. Every worker of the fleet must give the
 // same limits: the server keeps the last one a poller sent.
-func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Activities, limits map[provider.Name]int) (stop func(), err error) {
+func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Activities, limits map[provider.Name]int, stopTimeout time.Duration) (stop func(), err error) {
 	var started []worker.Worker
 	stop = func() {
+		var wg sync.WaitGroup
 		for _, w := range started {
-			w.Stop()
+			wg.Add(1)
+			go func() { defer wg.Done(); w.Stop() }()
 		}
+		wg.Wait()
 	}
 	for _, p := range provider.Names {
 		if _, ok := acts.Providers[p]; !ok {
@@ -91,7 +103,7 @@ func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Act
 			rate    float64
 		}{{workflows.PurposeSend, send}, {workflows.PurposeLookup, lookup}} {
 			name := workflows.ProviderTaskQueue(runQueue, string(p), q.purpose)
-			w := worker.New(c, name, worker.Options{TaskQueueActivitiesPerSecond: q.rate})
+			w := worker.New(c, name, worker.Options{TaskQueueActivitiesPerSecond: q.rate, WorkerStopTimeout: stopTimeout})
 			w.RegisterActivity(acts)
 			if err := w.Start(); err != nil {
 				stop()

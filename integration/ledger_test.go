@@ -61,7 +61,7 @@ func TestTwoLedgersNeverSplitAnEvent(t *testing.T) {
 		require.NoError(t, w.Start())
 		t.Cleanup(w.Stop)
 		// The sends and lookups of runs on queue, beside it.
-		stop, err := app.StartProviderWorkers(stack.Client, queue, acts, map[provider.Name]int{})
+		stop, err := app.StartProviderWorkers(stack.Client, queue, acts, map[provider.Name]int{}, time.Second)
 		require.NoError(t, err)
 		t.Cleanup(stop)
 	}

@@ -7,12 +7,9 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/acme/smsorch/app"
 )
@@ -21,7 +18,7 @@ func main() {
 	var cfg app.Config
 	cfg.RegisterFlags(flag.CommandLine)
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := app.StopOnSignal(os.Stderr, os.Exit)
 	defer stop()
 	if err := app.Run(ctx, cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
