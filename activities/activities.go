@@ -21,6 +21,7 @@ import (
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/metrics/name"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/reconcile"
 	"github.com/acme/smsorch/sms"
@@ -384,6 +385,14 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		// The answer stands; the open row remains as evidence of the attempt.
 		log.Error("could not record the end of a send attempt in the ledger", zap.Error(err))
 	}
+	mh := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": string(req.Provider)})
+	mh.WithTags(map[string]string{"outcome": string(res.Outcome)}).Counter(name.Sends).Inc(1)
+	if res.Outcome == provider.Replayed {
+		mh.Counter(name.Replays).Inc(1)
+	}
+	if res.KeyConflict {
+		mh.Counter(name.Conflicts).Inc(1)
+	}
 	log.Info("sms send attempt", zap.String("outcome", string(res.Outcome)), zap.Int("status", res.HTTPStatus),
 		zap.String("code", res.Code), zap.String("message", res.MessageID),
 		zap.Bool("replay", res.Outcome == provider.Replayed), zap.String("reason", res.Reason))
@@ -502,6 +511,16 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	found, err := reconcile.Search(ctx, a.Ledger, c, reconcile.Query{
 		EventKey: in.EventKey, Keys: in.Keys, KnownIDs: in.KnownIDs, Since: in.Since, Now: a.now(),
 	})
+	result := "none"
+	switch {
+	case err != nil:
+		result = "failed"
+	case len(found.Messages) > 0:
+		result = "found"
+	case !found.Searched:
+		result = "unsearchable"
+	}
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": in.Provider, "result": result}).Counter(name.Reconciliations).Inc(1)
 	if err != nil {
 		return ReconcileOutput{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/worker"
@@ -27,6 +28,7 @@ import (
 	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/metrics"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
 	"github.com/acme/smsorch/provider/sendy"
@@ -54,11 +56,16 @@ type App struct {
 	IntakeURL string
 	// CodecURL is the codec server's base URL ("" when off).
 	CodecURL string
+	// MetricsURL is the Prometheus endpoint ("" when off).
+	MetricsURL string
 
 	stopWorkers func()
 	intake      *http.Server
 	codec       *http.Server
 	uiURL       atomic.Value // the embedded UI's URL, for the codec server's CORS
+	client      atomic.Value // Client, for the metrics endpoint
+	metrics     *metrics.Exporter
+	metricsSrv  *http.Server
 	stopped     bool
 }
 
@@ -75,6 +82,11 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		}
 	}()
 
+	if cfg.MetricsAddress != Off {
+		if err := a.serveMetrics(); err != nil {
+			return nil, err
+		}
+	}
 	// The codec server listens first, so the embedded UI can be wired to it.
 	if cfg.CodecServerAddress != Off {
 		if err := a.serveCodec(); err != nil {
@@ -97,6 +109,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		}
 		opts := client.Options{HostPort: a.Stack.FrontendAddress(), Namespace: a.Namespace, Logger: logging.SDK(log.Named("temporal-sdk"))}
 		cfg.Codec.Apply(&opts)
+		a.withMetrics(&opts)
 		a.Client, err = client.DialContext(ctx, opts)
 	} else {
 		var opts client.Options
@@ -113,6 +126,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 			return nil, err
 		}
 		cfg.Codec.Apply(&opts)
+		a.withMetrics(&opts)
 		a.Client, err = client.DialContext(ctx, opts)
 		if err == nil {
 			// Without them every state change would fail the run's task.
@@ -122,6 +136,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal: %w", err)
 	}
+	a.client.Store(a.Client)
 
 	a.Ledger, err = ledger.Open(ctx, cfg.LedgerPath)
 	if err != nil {
@@ -172,6 +187,47 @@ func (a *App) serveIntake() error {
 		}
 	}()
 	return nil
+}
+
+// serveMetrics serves Prometheus metrics: the SDK's, ours, and the
+// runs awaiting a decision counted in Temporal at each scrape.
+func (a *App) serveMetrics() error {
+	exp, err := metrics.New()
+	if err != nil {
+		return err
+	}
+	a.metrics = exp
+	exp.WatchAwaiting(func(ctx context.Context) (int64, error) {
+		c, _ := a.client.Load().(client.Client)
+		if c == nil {
+			return 0, errors.New("not connected yet")
+		}
+		resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: a.Namespace, Query: awaitingQuery})
+		return resp.GetCount(), err
+	})
+	l, err := net.Listen("tcp", a.Config.MetricsAddress)
+	if err != nil {
+		return fmt.Errorf("the metrics endpoint cannot listen on %s: %w (choose another --metrics address, or off)", a.Config.MetricsAddress, err)
+	}
+	a.MetricsURL = "http://" + l.Addr().String() + "/metrics"
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", exp.Handler())
+	a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := a.metricsSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.Log.Error("the metrics endpoint stopped", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+var awaitingQuery = fmt.Sprintf(`ExecutionStatus = "Running" AND %s = %q`, workflows.StateAttribute.GetName(), string(workflows.AwaitingDecision))
+
+// withMetrics sends the client's (and its workers') metrics to the exporter.
+func (a *App) withMetrics(opts *client.Options) {
+	if a.metrics != nil {
+		opts.MetricsHandler = a.metrics.SDK
+	}
 }
 
 // serveCodec serves the codec server for the web UI.
@@ -272,6 +328,9 @@ func (a *App) Banner() string {
 	} else if a.Config.Codec != nil {
 		fmt.Fprintf(&b, "  Payloads:           encrypted (keys %s)\n", strings.Join(a.Config.Codec.IDs(), ", "))
 	}
+	if a.MetricsURL != "" {
+		fmt.Fprintf(&b, "  Metrics:            %s\n", a.MetricsURL)
+	}
 	if a.IntakeURL != "" {
 		signed := "unsigned requests accepted"
 		if a.Config.IntakeSecret != "" {
@@ -321,6 +380,12 @@ func (a *App) Stop() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, a.codec.Shutdown(ctx))
 		cancel()
+	}
+	if a.metricsSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, a.metricsSrv.Shutdown(ctx))
+		cancel()
+		errs = append(errs, a.metrics.Close())
 	}
 	if a.Client != nil {
 		a.Client.Close()

@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,6 +39,7 @@ import (
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/starter"
 	"github.com/acme/smsorch/workflows"
 )
 
@@ -340,4 +342,118 @@ func TestSIGTERMDuringASlowSendRecordsItsRealOutcome(t *testing.T) {
 	require.Equal(t, 202, attempts[0].HTTPStatus)
 	require.NotEmpty(t, attempts[0].MessageID, "with the provider's message id")
 	require.False(t, attempts[0].Uncertain(), "outcome %q is certain", attempts[0].Outcome)
+}
+
+// After a few runs the metrics endpoint shows the SDK's metrics and
+// ours with the right values: one event delivered; one whose provider
+// stays down past the window, reconciled, awaiting a decision, then
+// cancelled.
+func TestMetricsCountSendsReconciliationsDecisionsAndTheAwaiting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pol := activities.Policy{
+		ReplayWindow: 12 * time.Second, WindowMargin: 3 * time.Second, AttemptTimeout: time.Second,
+		InitialBackoff: 200 * time.Millisecond, MaxBackoff: time.Second, LateEffectHorizon: 6 * time.Second,
+		StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 300 * time.Millisecond,
+	}
+	a, err := Start(ctx, Config{
+		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: Off,
+		SimulatorAddress: "127.0.0.1:0", IntakeAddress: Off, MetricsAddress: "127.0.0.1:0",
+		Simulator:      simulator.Config{DeliveryDelay: 100 * time.Millisecond},
+		SimFaults:      simulator.FaultFlag{{Kind: simulator.Error5xx, Provider: "bird", Key: "order-2-shipped", Rate: 1}},
+		AttemptTimeout: pol.AttemptTimeout,
+		Policies:       map[provider.Name]activities.Policy{provider.Bird: pol, provider.Sendy: pol},
+	}, zap.NewNop())
+	require.NoError(t, err)
+	defer func() { _ = a.Stop() }()
+	require.Contains(t, a.Banner(), a.MetricsURL)
+	st := starter.New(a.Client)
+	_, err = st.Send(ctx, starter.Event{Key: "order-1-shipped", Provider: "bird", To: "+31612345678", Text: "Order 1 has shipped."})
+	require.NoError(t, err)
+	_, err = st.Send(ctx, starter.Event{Key: "order-2-shipped", Provider: "bird", To: "+31612345678", Text: "Order 2 has shipped."})
+	require.NoError(t, err)
+	res, err := st.Wait(ctx, "order-1-shipped")
+	require.NoError(t, err)
+	require.Equal(t, workflows.Delivered, res.State)
+
+	scrape := func() string {
+		resp, err := http.Get(a.MetricsURL)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	// The second run awaits a decision once its window closed (visibility lags a little).
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(), "smsorch_runs_awaiting_decision 1\n")
+	}, 60*time.Second, 200*time.Millisecond, "one run awaiting a decision")
+	_, err = st.Decide(ctx, "order-2-shipped", workflows.Decision{Action: workflows.ActionCancel, Reason: "metrics test", By: "tester"})
+	require.NoError(t, err)
+	_, err = st.Wait(ctx, "order-2-shipped")
+	_, isResult := workflows.ResultFromError(err)
+	require.True(t, err == nil || isResult, "the cancelled run ended: %v", err)
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(), "smsorch_runs_awaiting_decision 0\n")
+	}, 30*time.Second, 200*time.Millisecond)
+
+	m := scrape()
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"smsorch_sends", map[string]string{"provider": "bird", "outcome": "accepted"}, 1},
+		{"smsorch_decisions", map[string]string{"action": "cancel", "forced": "false"}, 1},
+		{"smsorch_runs_settled", map[string]string{"provider": "bird", "state": "Delivered"}, 1},
+		{"smsorch_runs_settled", map[string]string{"provider": "bird", "state": "Cancelled"}, 1},
+	} {
+		got, ok := metricValue(m, c.name, c.labels)
+		require.True(t, ok, "%s%v is exported:\n%s", c.name, c.labels, smsorchLines(m))
+		require.Equal(t, c.want, got, "%s%v", c.name, c.labels)
+	}
+	// Every attempt of the second event ended unknown (500 with nothing
+	// stored), and the search after its window found nothing.
+	unknown, _ := metricValue(m, "smsorch_sends", map[string]string{"provider": "bird", "outcome": "unknown"})
+	require.GreaterOrEqual(t, unknown, 2.0)
+	none, _ := metricValue(m, "smsorch_reconciliations", map[string]string{"provider": "bird", "result": "none"})
+	require.GreaterOrEqual(t, none, 1.0)
+	_, sdk := metricValue(m, "temporal_workflow_completed", nil)
+	require.True(t, sdk, "the SDK's own metrics are exported too")
+	require.NotContains(t, m, "smsorch_duplicates_reported", "no run reported a duplicate")
+}
+
+// metricValue sums the samples of a metric whose labels include labels.
+func metricValue(text, name string, labels map[string]string) (float64, bool) {
+	var sum float64
+	found := false
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		match := true
+		for k, v := range labels {
+			match = match && strings.Contains(line, k+`="`+v+`"`)
+		}
+		if !match {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err == nil {
+			sum, found = sum+v, true
+		}
+	}
+	return sum, found
+}
+
+// smsorchLines lists the smsorch_ lines, for a failure message.
+func smsorchLines(text string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "smsorch_") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -134,6 +134,9 @@ type Config struct {
 	// activities.DefaultPolicy. AttemptTimeout is copied into them.
 	Policies map[provider.Name]activities.Policy
 
+	// MetricsAddress serves Prometheus metrics at /metrics; "off" (the
+	// default) for none.
+	MetricsAddress string
 	// LogFormat is "console" (default in dev) or "json" (default otherwise).
 	LogFormat string
 	// LogLevel is debug, info (default), warn or error.
@@ -170,6 +173,7 @@ func (c Config) WithDefaults() Config {
 		def(&c.CodecServerAddress, DefaultCodecAddress)
 	}
 	def(&c.CodecServerAddress, Off)
+	def(&c.MetricsAddress, Off)
 	if c.Dev || c.ServerOnly {
 		// Only the embedded server reads it: a worker beside one, in the
 		// same environment, connects through TEMPORAL_ADDRESS.
@@ -343,6 +347,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	}
 	fs.DurationVar(&c.StopTimeout, "stop-timeout", DefaultStopTimeout, "on SIGTERM, how long to wait for sends in flight to finish and be recorded (a second signal exits at once)")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", activities.DefaultPolicy().AttemptTimeout, "bound of one HTTP attempt to a provider")
+	fs.StringVar(&c.MetricsAddress, "metrics", Off, `serve Prometheus metrics (the SDK's and smsorch_*) at http://ADDRESS/metrics, or "off"`)
 	fs.StringVar(&c.LogFormat, "log-format", "", "console or json (default console in dev mode, json otherwise)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	c.Policies = map[provider.Name]activities.Policy{}

@@ -18,6 +18,7 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/metrics/name"
 	"github.com/acme/smsorch/provider"
 )
 
@@ -197,6 +198,9 @@ func (r *run) decide(d Decision) error {
 	}
 	r.pending = &d
 	r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)
+	// Metrics through the SDK's handler: not emitted again on replay.
+	workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"action": string(d.Action), "forced": fmt.Sprint(d.Force)}).
+		Counter(name.Decisions).Inc(1)
 	return nil
 }
 
@@ -930,6 +934,16 @@ func (r *run) lastLook() {
 // than let it end as if the outcome were recorded. The first settle of an
 // event wins: a different outcome already stored is noted.
 func (r *run) settle() {
+	defer func() {
+		mh := workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": r.in.Provider})
+		mh.WithTags(map[string]string{"state": string(r.st.State)}).Counter(name.Settled).Inc(1)
+		switch {
+		case r.st.DuplicateSend:
+			mh.WithTags(map[string]string{"kind": "proven"}).Counter(name.Duplicates).Inc(1)
+		case r.st.PossibleDuplicate:
+			mh.WithTags(map[string]string{"kind": "possible"}).Counter(name.Duplicates).Inc(1)
+		}
+	}()
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 24 * time.Hour,

@@ -1,0 +1,29 @@
+// Package name holds the names of the orchestrator's own metrics. It
+// has no dependencies, so workflow code can name a metric without
+// importing the exporter.
+package name
+
+// The orchestrator's metrics (counters get _total in Prometheus).
+const (
+	// Sends counts send attempts by provider and outcome class
+	// (accepted, replayed, in_progress, not_executed, unknown,
+	// rate_limited, rejected).
+	Sends = "smsorch_sends"
+	// Replays counts answers the provider replayed for a key it had seen.
+	Replays = "smsorch_replays"
+	// Conflicts counts keys the provider refused as used for another message.
+	Conflicts = "smsorch_key_conflicts"
+	// Reconciliations counts searches of the provider's records by result
+	// (found, none, unsearchable, failed).
+	Reconciliations = "smsorch_reconciliations"
+	// Decisions counts decisions taken by action (resend, cancel) and forced.
+	Decisions = "smsorch_decisions"
+	// Duplicates counts runs that ended reporting a second message, by
+	// kind (proven, possible).
+	Duplicates = "smsorch_duplicates_reported"
+	// Settled counts runs that ended, by provider and state.
+	Settled = "smsorch_runs_settled"
+	// Awaiting is the number of runs awaiting a decision, fleet-wide,
+	// from Temporal's visibility at scrape time.
+	Awaiting = "smsorch_runs_awaiting_decision"
+)
