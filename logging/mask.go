@@ -13,6 +13,12 @@ import (
 // ids and timestamps.
 var e164 = regexp.MustCompile(`\+[1-9][0-9]{6,14}`)
 
+// looseNumber finds phone numbers as people write them: with spaces,
+// dashes, dots or brackets after a "+" or the international prefix
+// "00", and bare runs of 11 to 15 digits (a country code and a number)
+// that stand alone (not inside a key such as order-58213-shipped).
+var looseNumber = regexp.MustCompile(`(?:\+|\b00)[1-9](?:[\s\-.()]{0,2}\d){6,14}|(?:^|[^\w\-~])[1-9]\d{10,14}(?:$|[^\w\-~])`)
+
 // MaskPhone masks one phone number for logs and summaries, keeping enough to
 // tell numbers apart in a support conversation: "+972501234567" becomes
 // "+97250…67". Numbers too short to keep both ends are reduced to their
@@ -28,12 +34,46 @@ func MaskPhone(number string) string {
 	return number[:keep] + "…" + number[len(number)-2:]
 }
 
-// MaskPhones masks every E.164 phone number inside s.
+// MaskPhones masks every phone number inside s: E.164, and numbers
+// written with spaces or other separators, with 00 for +, or as a bare
+// run of 11 to 15 digits.
 func MaskPhones(s string) string {
-	if !strings.Contains(s, "+") {
-		return s
+	if strings.Contains(s, "+") {
+		s = e164.ReplaceAllStringFunc(s, MaskPhone)
 	}
-	return e164.ReplaceAllStringFunc(s, MaskPhone)
+	return looseNumber.ReplaceAllStringFunc(s, func(m string) string {
+		// Keep what the pattern took around a bare run.
+		lead, tail := "", ""
+		if m != "" && !isDigitOrPlus(m[0]) {
+			lead, m = m[:1], m[1:]
+		}
+		if m != "" && !isDigit(m[len(m)-1]) {
+			tail, m = m[len(m)-1:], m[:len(m)-1]
+		}
+		return lead + maskLoose(m) + tail
+	})
+}
+
+func isDigit(b byte) bool       { return b >= '0' && b <= '9' }
+func isDigitOrPlus(b byte) bool { return isDigit(b) || b == '+' }
+
+// maskLoose keeps the first three and the last two digits of a number
+// written any way, and drops what is between.
+func maskLoose(m string) string {
+	var digits []byte
+	for i := 0; i < len(m); i++ {
+		if isDigit(m[i]) {
+			digits = append(digits, m[i])
+		}
+	}
+	if len(digits) < 7 {
+		return m
+	}
+	prefix := ""
+	if strings.HasPrefix(m, "+") {
+		prefix = "+"
+	}
+	return prefix + string(digits[:3]) + "…" + string(digits[len(digits)-2:])
 }
 
 // maskingCore rewrites the message and the string and error fields of every
