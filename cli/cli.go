@@ -477,7 +477,7 @@ func (c *cmd) list(ctx context.Context, args []string) error {
 func (c *cmd) audit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	ledgerPath := fs.String("ledger", "", "the worker's ledger: a SQLite file or a postgres:// DSN (default $SMSORCH_LEDGER, else .smsorch/ledger.db)")
-	simURL := fs.String("simulator", "http://127.0.0.1:8299", "the dev-mode provider simulator, used unless a provider URL is given")
+	simURL := fs.String("simulator", "", "the dev-mode provider simulator (default http://127.0.0.1:8299 when the ledger is the dev one, .smsorch/ledger.db)")
 	var bc bird.Config
 	var sc sendy.Config
 	fs.StringVar(&bc.BaseURL, "bird-url", "", "Bird's API (access key from BIRD_ACCESS_KEY)")
@@ -491,7 +491,8 @@ func (c *cmd) audit(ctx context.Context, args []string) error {
 	if *ledgerPath == "" {
 		*ledgerPath, _ = c.env.LookupEnv("SMSORCH_LEDGER")
 	}
-	if *ledgerPath == "" {
+	devLedger := *ledgerPath == ""
+	if devLedger {
 		*ledgerPath = ".smsorch/ledger.db"
 	}
 	if !ledger.IsPostgresDSN(*ledgerPath) {
@@ -509,22 +510,37 @@ func (c *cmd) audit(ctx context.Context, args []string) error {
 		return err
 	}
 	secret := func(k string) logging.Secret { v, _ := c.env.LookupEnv(k); return logging.Secret(v) }
+	real := (e.Provider == string(provider.Bird) && bc.BaseURL != "") || (e.Provider == string(provider.Sendy) && sc.BaseURL != "")
+	if !real && *simURL == "" {
+		if !devLedger {
+			// Outside dev, never the simulator unless asked for: its records
+			// would say nothing about what the real provider sent.
+			return usageError("%s was sent through %s: give its API (--%s-url …, with the credentials in the environment), or --simulator URL for the dev simulator", key, e.Provider, e.Provider)
+		}
+		*simURL = "http://127.0.0.1:8299"
+	}
 	var pc provider.Client
+	asked := ""
 	switch {
 	case e.Provider == string(provider.Bird) && bc.BaseURL != "":
 		bc.AccessKey = secret("BIRD_ACCESS_KEY")
 		pc, err = bird.New(bc)
+		asked = "bird at " + bc.BaseURL
 	case e.Provider == string(provider.Sendy) && sc.BaseURL != "":
 		sc.Token = secret("SENDY_TOKEN")
 		pc, err = sendy.New(sc)
+		asked = "sendy at " + sc.BaseURL
 	case e.Provider == string(provider.Bird):
 		pc, err = bird.New(bird.Config{BaseURL: *simURL, AccessKey: simulator.DefaultBirdAccessKey, WorkspaceID: simulator.DevWorkspace, ChannelID: simulator.DevChannel})
+		asked = "the dev simulator (as bird) at " + *simURL
 	default:
 		pc, err = sendy.New(sendy.Config{BaseURL: *simURL, Token: simulator.DefaultSendyToken})
+		asked = "the dev simulator (as sendy) at " + *simURL
 	}
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(c.errOut, "smsctl audit: asked %s; ledger %s\n", asked, led.Describe())
 	r, err := audit.Build(ctx, led, pc, key, time.Now())
 	if err != nil {
 		return err

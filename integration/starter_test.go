@@ -263,6 +263,12 @@ func TestTheCLISendsReportsAndAudits(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, errOut)
 	require.Contains(t, out, "PROVEN DUPLICATE SEND")
 	require.Contains(t, out, "Destination:     +31612345678")
+	require.Contains(t, errOut, "asked the dev simulator (as bird) at "+sim().URL, "the audit says whom it asked")
+	// A ledger given, no provider API and no simulator: refused, not
+	// answered from the simulator.
+	code, _, errOut = smsctl(t, "audit", "order-"+id+"-shipped", "--ledger", stack.Config.LedgerPath)
+	require.Equal(t, cli.ExitInvalid, code)
+	require.Contains(t, errOut, "give its API (--bird-url")
 
 	code, _, _ = smsctl(t, "status", "order-404-shipped")
 	require.Equal(t, cli.ExitNotFound, code)
