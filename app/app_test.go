@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"flag"
 	"io"
@@ -21,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,8 +36,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/cli"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
@@ -456,4 +461,100 @@ func smsorchLines(text string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A send with a known provider token, intake secret, payload key and
+// recipient: none of them appears unmasked in the process's log (debug
+// level), the query answer, the intake's answers or smsctl's output.
+func TestNoSecretOrRecipientLeaks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const (
+		token     = "sendy-T0KEN-4f1c9e"
+		accessKey = "bird-K3Y-77a0b1"
+		secret    = "intake-S3CRET-0d9a"
+		recipient = "+972501234567"
+	)
+	keySpec, err := codec.NewKey("leak-1")
+	require.NoError(t, err)
+	ring, err := codec.ParseKeys(keySpec)
+	require.NoError(t, err)
+	_, rawKey, _ := strings.Cut(keySpec, ":")
+	logs := &syncBuffer{b: &bytes.Buffer{}}
+	log, err := logging.New(logging.Options{Format: logging.FormatJSON, Level: "debug", Sink: logs})
+	require.NoError(t, err)
+	a, err := Start(ctx, Config{
+		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: Off,
+		SimulatorAddress: "127.0.0.1:0", IntakeAddress: "127.0.0.1:0", IntakeSecret: secret,
+		Simulator: simulator.Config{SendyToken: token, BirdAccessKey: accessKey, DeliveryDelay: 100 * time.Millisecond},
+		Codec:     ring,
+		Policies:  map[provider.Name]activities.Policy{provider.Sendy: {StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 200 * time.Millisecond}},
+	}, log)
+	require.NoError(t, err)
+	defer func() { _ = a.Stop() }()
+
+	body := `{"kind":"order","id":"4242","stage":"shipped","provider":"sendy","to":"` + recipient + `","text":"Your code is 482913"}`
+	req, _ := http.NewRequest(http.MethodPost, a.IntakeURL+"/v1/events", strings.NewReader(body))
+	for k, v := range intake.Sign(secret, time.Now(), []byte(body)) {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(answer))
+	res, err := starter.New(a.Client).Wait(ctx, "order-4242-shipped")
+	require.NoError(t, err)
+	require.Equal(t, workflows.Delivered, res.State)
+
+	st, err := starter.New(a.Client).Status(ctx, "order-4242-shipped")
+	require.NoError(t, err)
+	query, _ := json.Marshal(st)
+	get, _ := http.NewRequest(http.MethodGet, a.IntakeURL+"/v1/events/order-4242-shipped", nil)
+	for k, v := range intake.Sign(secret, time.Now(), []byte("GET /v1/events/order-4242-shipped")) {
+		get.Header.Set(k, v)
+	}
+	resp, err = http.DefaultClient.Do(get)
+	require.NoError(t, err)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(got))
+
+	var cliOut, cliErr bytes.Buffer
+	env := []string{"TEMPORAL_ADDRESS=" + a.Stack.FrontendAddress(), codec.EnvKeys + "=" + keySpec}
+	require.Equal(t, 0, cli.Main(ctx, []string{"status", "order-4242-shipped"}, &cliOut, &cliErr, env), cliErr.String())
+	require.Contains(t, cliOut.String(), "+97250…67", "smsctl shows the masked recipient")
+	require.Equal(t, 0, cli.Main(ctx, []string{"--json", "status", "order-4242-shipped"}, &cliOut, &cliErr, env), cliErr.String())
+	require.NoError(t, a.Stop())
+
+	for what, text := range map[string]string{
+		"log": logs.String(), "query answer": string(query), "intake POST answer": string(answer),
+		"intake GET answer": string(got), "smsctl output": cliOut.String() + cliErr.String(),
+	} {
+		require.NotEmpty(t, text, what)
+		for _, leak := range []string{token, accessKey, secret, rawKey, recipient, "972501234567", "0501234567"} {
+			require.NotContains(t, text, leak, "%s holds %q", what, leak)
+		}
+	}
+	require.Contains(t, logs.String(), "+97250…67", "the log names the recipient masked")
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Sync() error { return nil }
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -10,6 +10,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/acme/smsorch/logging"
 )
 
 // ErrInvalid is matched by errors.Is on every validation error.
@@ -68,7 +70,8 @@ func ParseRecipient(s string) (Recipient, error) {
 		return Recipient{}, &Error{"recipient", fmt.Sprintf("%q is not a mobile number of country code +%d (wrong length or unknown range)", s, num.GetCountryCode()),
 			"check the digits and the country code"}
 	}
-	r.Warning = fmt.Sprintf("%s is outside the number ranges known to be in use for +%d; it is accepted, but check the digits", r.E164, num.GetCountryCode())
+	// Masked: the warning travels into run timelines, logs and answers.
+	r.Warning = fmt.Sprintf("%s is outside the number ranges known to be in use for +%d; it is accepted, but check the digits", logging.MaskPhone(r.E164), num.GetCountryCode())
 	return r, nil
 }
 
