@@ -97,7 +97,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		a.Stack, err = devstack.Start(ctx, devstack.Config{
 			FrontendAddress: cfg.FrontendAddress, UIAddress: cfg.UIAddress, DataDir: cfg.DataDir,
 			Database: cfg.TemporalDB, BroadcastAddress: cfg.BroadcastAddress,
-			SearchAttributes: workflows.SearchAttributes(), Logger: log, CodecEndpoint: a.CodecURL,
+			SearchAttributes: workflows.SearchAttributes(), Logger: log, CodecEndpoint: a.uiCodecEndpoint(),
 		})
 		if err != nil {
 			return nil, err
@@ -108,7 +108,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 			return a, nil
 		}
 		opts := client.Options{HostPort: a.Stack.FrontendAddress(), Namespace: a.Namespace, Logger: logging.SDK(log.Named("temporal-sdk"))}
-		cfg.Codec.Apply(&opts)
+		if err := cfg.Codec.Apply(&opts); err != nil {
+			return nil, err
+		}
 		a.withMetrics(&opts)
 		a.Client, err = client.DialContext(ctx, opts)
 	} else {
@@ -125,7 +127,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		if err := frontends.Apply(&opts); err != nil {
 			return nil, err
 		}
-		cfg.Codec.Apply(&opts)
+		if err := cfg.Codec.Apply(&opts); err != nil {
+			return nil, err
+		}
 		a.withMetrics(&opts)
 		a.Client, err = client.DialContext(ctx, opts)
 		if err == nil {
@@ -228,6 +232,21 @@ func (a *App) withMetrics(opts *client.Options) {
 	if a.metrics != nil {
 		opts.MetricsHandler = a.metrics.SDK
 	}
+}
+
+// uiCodecEndpoint is the codec endpoint the embedded UI is given. In dev
+// mode the UI listens for the person who started it, and is given the
+// token in the path; a --server-only UI gets the endpoint without it:
+// each person who may read payloads adds the token in the UI's codec
+// settings (http://HOST:PORT/TOKEN).
+func (a *App) uiCodecEndpoint() string {
+	if a.CodecURL == "" {
+		return ""
+	}
+	if a.Config.Dev {
+		return a.CodecURL + "/" + a.Config.CodecToken.Reveal()
+	}
+	return a.CodecURL
 }
 
 // serveCodec serves the codec server for the web UI.

@@ -181,25 +181,35 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	require.Equal(t, workflows.Delivered, res.State)
 	require.Len(t, sim.Messages(simulator.Filter{Key: "order-1-shipped"}), 1)
 
-	// The raw history, through a client without the keys.
+	// A second event through the starter, which builds its start request
+	// itself (the intake's and smsctl's path): sealed as well.
+	_, err = starter.New(a.Client).Send(ctx, starter.Event{Key: "order-2-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 1 has shipped."})
+	require.NoError(t, err)
+	res, err = starter.New(a.Client).Wait(ctx, "order-2-shipped")
+	require.NoError(t, err)
+	require.Equal(t, workflows.Delivered, res.State)
+
+	// The raw histories, through a client without the keys.
 	raw, err := client.Dial(client.Options{HostPort: cluster.FrontendAddress(), Logger: logging.SDK(zap.NewNop())})
 	require.NoError(t, err)
 	defer raw.Close()
-	it := raw.GetWorkflowHistory(ctx, "order-1-shipped", "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var events, sealed int
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
-		events++
-		b, err := protojson.Marshal(ev)
-		require.NoError(t, err)
-		for _, plain := range []string{"972502345678", "97250", "Order 1 has shipped", base64.StdEncoding.EncodeToString([]byte("Order 1 has shipped"))[:16]} {
-			require.NotContains(t, string(b), plain, "event %d (%s) in plain text", ev.GetEventId(), ev.GetEventType())
+	for _, key := range []string{"order-1-shipped", "order-2-shipped"} {
+		it := raw.GetWorkflowHistory(ctx, key, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var events, sealed int
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			events++
+			b, err := protojson.Marshal(ev)
+			require.NoError(t, err)
+			for _, plain := range []string{"972502345678", "97250", "Order 1 has shipped", base64.StdEncoding.EncodeToString([]byte("Order 1 has shipped"))[:16]} {
+				require.NotContains(t, string(b), plain, "%s: event %d (%s) in plain text", key, ev.GetEventId(), ev.GetEventType())
+			}
+			sealed += strings.Count(string(b), base64.StdEncoding.EncodeToString([]byte(codec.Encoding)))
 		}
-		sealed += strings.Count(string(b), base64.StdEncoding.EncodeToString([]byte(codec.Encoding)))
+		require.Greater(t, events, 10, key)
+		require.Positive(t, sealed, "%s: sealed payloads in the history", key)
 	}
-	require.Greater(t, events, 10)
-	require.Positive(t, sealed, "sealed payloads in the history")
 	// Without the keys the result cannot be read; with them it can.
 	var plainRes workflows.Result
 	require.Error(t, raw.GetWorkflow(ctx, "order-1-shipped", "").Get(ctx, &plainRes))

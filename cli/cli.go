@@ -249,7 +249,9 @@ func (c *cmd) dial(ctx context.Context) (*starter.Starter, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	keys.Apply(&opts)
+	if err := keys.Apply(&opts); err != nil {
+		return nil, nil, err
+	}
 	tc, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to Temporal at %s: %w (is `go run ./worker --dev` running? set TEMPORAL_ADDRESS for another cluster)", opts.HostPort, err)

@@ -31,7 +31,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -237,19 +237,25 @@ func (k *Keyring) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	return out, nil
 }
 
-// DataConverter is the SDK's default converter with this codec under it.
-func (k *Keyring) DataConverter() converter.DataConverter {
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), k)
-}
-
-// Apply makes a client seal every payload and failure message it sends
-// and open what it reads. A nil ring leaves opts alone.
-func (k *Keyring) Apply(opts *client.Options) {
+// Apply makes a client seal every payload it sends and open every one
+// it receives, at the gRPC layer: requests a program builds itself (the
+// starter's raw StartWorkflowExecution, say) are sealed as surely as the
+// SDK's own. Failure messages and stack traces, which may quote what was
+// sent, move into a sealed payload first. Search attributes stay plain
+// (the orchestrator's hold no personal data). A nil ring leaves opts alone.
+func (k *Keyring) Apply(opts *client.Options) error {
 	if k == nil {
-		return
+		return nil
 	}
-	dc := k.DataConverter()
-	opts.DataConverter = dc
-	// Failure messages and stack traces may quote what was sent.
-	opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{DataConverter: dc, EncodeCommonAttributes: true})
+	failures, err := converter.NewFailureGRPCClientInterceptor(converter.NewFailureGRPCClientInterceptorOptions{EncodeCommonAttributes: true})
+	if err != nil {
+		return fmt.Errorf("codec: %w", err)
+	}
+	payloads, err := converter.NewPayloadCodecGRPCClientInterceptor(converter.PayloadCodecGRPCClientInterceptorOptions{Codecs: []converter.PayloadCodec{k}})
+	if err != nil {
+		return fmt.Errorf("codec: %w", err)
+	}
+	// Failures first: their attributes become a payload, which is then sealed.
+	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(failures, payloads))
+	return nil
 }

@@ -196,7 +196,9 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	if err := frontends.Apply(&opts); err != nil {
 		return Summary{}, nil, err
 	}
-	d.keys.Apply(&opts) // the workers' keys: the runs' payloads are sealed
+	if err := d.keys.Apply(&opts); err != nil { // the workers' keys: the runs' payloads are sealed
+		return Summary{}, nil, err
+	}
 	tc, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return Summary{}, nil, fmt.Errorf("drill: dial Temporal at %s: %w", strings.Join(d.frontends, ","), err)
