@@ -528,6 +528,9 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	for _, k := range in.Keys {
 		want[k] = true
 	}
+	for i := range found.Messages {
+		found.Messages[i] = lean(found.Messages[i])
+	}
 	return ReconcileOutput{
 		Messages: found.Messages, Searched: found.Searched, How: found.How, ByKey: found.ByKey, Unsearchable: found.Unsearchable,
 		LastUncertainAt: lastUncertain(found.Attempts, func(at ledger.Attempt) bool { return want[at.SendKey] }),
@@ -545,7 +548,15 @@ func (a *Activities) Status(ctx context.Context, in StatusInput) (provider.Messa
 	if err != nil {
 		return provider.Message{}, err
 	}
-	return c.Get(ctx, in.MessageID)
+	m, err := c.Get(ctx, in.MessageID)
+	return lean(m), err
+}
+
+// lean drops what a run does not need from a provider's record: the
+// recipient and the text stay out of the run's history.
+func lean(m provider.Message) provider.Message {
+	m.To, m.Text = "", ""
+	return m
 }
 
 // SettleInput is the event's final outcome.

@@ -380,6 +380,21 @@ func TestReconcileSearchesBirdByKeyAndSendyByID(t *testing.T) {
 	byID := runReconcile(t, b, ReconcileInput{EventKey: sendyEvent.Key, Provider: "sendy", Keys: []string{sendyEvent.Key}, Since: start})
 	require.True(t, byID.Searched)
 	require.Len(t, byID.Messages, 1, "the id recorded in the ledger is looked up")
+
+	// What goes into the run's history carries no recipient and no text.
+	for _, m := range append(found.Messages, byID.Messages...) {
+		require.Empty(t, m.To, m.ID)
+		require.Empty(t, m.Text, m.ID)
+		require.NotEmpty(t, m.Status, m.ID)
+	}
+	v, err := b.env.ExecuteActivity(b.acts.Status, StatusInput{Provider: "sendy", MessageID: byID.Messages[0].ID})
+	require.NoError(t, err)
+	var st provider.Message
+	require.NoError(t, v.Get(&st))
+	require.Equal(t, byID.Messages[0].ID, st.ID)
+	require.NotEmpty(t, st.Status)
+	require.Empty(t, st.To, "a status lookup returns the status, not the number")
+	require.Empty(t, st.Text, "nor the text")
 }
 
 func TestSettle(t *testing.T) {
