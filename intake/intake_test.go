@@ -22,7 +22,11 @@ import (
 // starter needs no client; the integration tests cover the rest.
 func post(t *testing.T, h http.Handler, body string, header map[string]string) (int, Problem) {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader(body))
+	return do(h, http.MethodPost, "/v1/events", body, header)
+}
+
+func do(h http.Handler, method, path, body string, header map[string]string) (int, Problem) {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
@@ -85,15 +89,7 @@ func TestReadingARunIsSignedToo(t *testing.T) {
 	now := time.Now()
 	h := New(starter.New(nil), Config{Secret: "shared-secret", Now: func() time.Time { return now }})
 	get := func(path string, header map[string]string) (int, Problem) {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		var p Problem
-		_ = json.Unmarshal(rec.Body.Bytes(), &p)
-		return rec.Code, p
+		return do(h, http.MethodGet, path, "", header)
 	}
 	code, p := get("/v1/events/order-1-shipped", nil)
 	require.Equal(t, http.StatusUnauthorized, code)

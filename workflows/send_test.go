@@ -298,16 +298,7 @@ func TestWindowClosesThenReconcileThenNoDecision(t *testing.T) {
 func TestReconcileFindsTheMessage(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
-	})
-	h.reconcileReturns(activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "m-7", Reference: key, Status: provider.StatusSent}}})
-	h.statuses(provider.StatusDelivered)
-	h.run()
-	res, err := h.result()
-	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	res := h.unknownThenFound()
 	require.Equal(t, []string{"m-7"}, res.MessageIDs)
 }
 
@@ -676,16 +667,7 @@ func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 		}
 		queues[info.ActivityType.Name][info.TaskQueue] = true
 	})
-	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
-	})
-	h.reconcileReturns(activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "m-7", Reference: key, Status: provider.StatusSent}}})
-	h.statuses(provider.StatusDelivered)
-	h.run()
-	res, err := h.result()
-	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	h.unknownThenFound()
 	runQueue := ""
 	for q := range queues["Prepare"] {
 		runQueue = q
@@ -716,6 +698,14 @@ func TestRunsFromBeforeTheProviderQueuesStayOnTheirQueue(t *testing.T) {
 		defer mu.Unlock()
 		queues[info.TaskQueue] = true
 	})
+	h.unknownThenFound()
+	require.Len(t, queues, 1, "one queue for every activity: %v", queues)
+}
+
+// unknownThenFound runs the path where every attempt ends unknown and
+// the search after the window finds the message m-7, delivered.
+func (h *harness) unknownThenFound() Result {
+	h.t.Helper()
 	h.prepared()
 	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
 		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
@@ -724,7 +714,7 @@ func TestRunsFromBeforeTheProviderQueuesStayOnTheirQueue(t *testing.T) {
 	h.statuses(provider.StatusDelivered)
 	h.run()
 	res, err := h.result()
-	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
-	require.Len(t, queues, 1, "one queue for every activity: %v", queues)
+	require.NoError(h.t, err)
+	require.Equal(h.t, Delivered, res.State)
+	return res
 }
