@@ -18,6 +18,7 @@ package codec
 
 import (
 	"bufio"
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -129,7 +130,8 @@ func newKeyring(pairs [][2]string) (*Keyring, error) {
 	for _, p := range pairs {
 		id, enc := p[0], p[1]
 		if !keyIDPattern.MatchString(id) {
-			return nil, fmt.Errorf("codec: key id %q: use 1 to 64 letters, digits, '.', '_' or '-'", id)
+			// Not echoed: an entry written KEY:ID would print the key.
+			return nil, errors.New("codec: a key id is 1 to 64 letters, digits, '.', '_' or '-', written before the key (ID:BASE64KEY, as smsctl codec-key prints it)")
 		}
 		if _, dup := k.aeads[id]; dup {
 			return nil, fmt.Errorf("codec: key id %s is given twice", id)
@@ -187,6 +189,10 @@ func (k *Keyring) Encode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	aead := k.aeads[k.current]
 	out := make([]*commonpb.Payload, len(ps))
 	for i, p := range ps {
+		if string(p.GetMetadata()[converter.MetadataEncoding]) == Encoding {
+			out[i] = p // sealed already (a request sent again): never twice
+			continue
+		}
 		plain, err := proto.Marshal(p)
 		if err != nil {
 			return nil, fmt.Errorf("codec: %w", err)
@@ -255,7 +261,18 @@ func (k *Keyring) Apply(opts *client.Options) error {
 	if err != nil {
 		return fmt.Errorf("codec: %w", err)
 	}
-	// Failures first: their attributes become a payload, which is then sealed.
-	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(failures, payloads))
+	// A copy of each request is sealed, never the caller's: the SDK sends
+	// the same request again on a retry, which must not seal it twice or
+	// replace a failure's message already moved into a payload. Failures
+	// first: their attributes become a payload, which is then sealed.
+	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(copyRequest, failures, payloads))
 	return nil
+}
+
+// copyRequest hands the interceptors after it a copy of the request.
+func copyRequest(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if m, ok := req.(proto.Message); ok {
+		req = proto.Clone(m)
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
 }

@@ -2,17 +2,25 @@ package codec
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -193,4 +201,66 @@ func TestCodecServerNeedsItsTokenAndAnswersTheUI(t *testing.T) {
 	require.NoError(t, err)
 	r2.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, r2.StatusCode)
+}
+
+func TestASwappedKeyIsNotPrinted(t *testing.T) {
+	k, err := NewKey("k1")
+	require.NoError(t, err)
+	id, key, _ := strings.Cut(k, ":")
+	_, err = ParseKeys(key + ":" + id)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), key[:20])
+}
+
+// frontend fails the first start with Unavailable, as a frontend that
+// is going away does, and records what each attempt carried.
+type frontend struct {
+	workflowservice.UnimplementedWorkflowServiceServer
+	mu     sync.Mutex
+	starts []*workflowservice.StartWorkflowExecutionRequest
+}
+
+func (f *frontend) GetSystemInfo(context.Context, *workflowservice.GetSystemInfoRequest) (*workflowservice.GetSystemInfoResponse, error) {
+	return &workflowservice.GetSystemInfoResponse{}, nil
+}
+
+func (f *frontend) StartWorkflowExecution(_ context.Context, r *workflowservice.StartWorkflowExecutionRequest) (*workflowservice.StartWorkflowExecutionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.starts = append(f.starts, r)
+	if len(f.starts) == 1 {
+		return nil, status.Error(codes.Unavailable, "going away")
+	}
+	return &workflowservice.StartWorkflowExecutionResponse{RunId: "r1", Started: true}, nil
+}
+
+// A request the SDK sends again after Unavailable is sealed once, like
+// the first: a reader opens it with one decode.
+func TestARetriedRequestIsSealedOnce(t *testing.T) {
+	k, _ := ring(t, "k1")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	f := &frontend{}
+	workflowservice.RegisterWorkflowServiceServer(srv, f)
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+
+	opts := client.Options{HostPort: l.Addr().String()}
+	require.NoError(t, k.Apply(&opts))
+	c, err := client.Dial(opts)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "order-1-shipped", TaskQueue: "sms"}, "SendSMS", "Your code is 482913")
+	require.NoError(t, err)
+	require.Len(t, f.starts, 2, "the SDK retried the start")
+	for i, r := range f.starts {
+		p := r.GetInput().GetPayloads()[0]
+		require.Equal(t, Encoding, string(p.Metadata[converter.MetadataEncoding]), "attempt %d sealed", i+1)
+		opened, err := k.Decode([]*commonpb.Payload{p})
+		require.NoError(t, err)
+		var s string
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(opened[0], &s), "attempt %d opens with one decode", i+1)
+		require.Equal(t, "Your code is 482913", s)
+	}
 }

@@ -135,8 +135,10 @@ func (h *handler) authentic(w http.ResponseWriter, r *http.Request, signed []byt
 	case err != nil:
 		h.fail(w, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or unreadable %s: send the Unix time in seconds at which you signed, and %s: sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" with the shared secret>", TimestampHeader, SignatureHeader))
 		return false
-	case absDuration(now.Sub(time.Unix(secs, 0))) > MaxSkew:
-		h.fail(w, http.StatusUnauthorized, "stale", "", fmt.Sprintf("%s is %s from the intake's clock (at most %s): sign again with the current time, and check the sender's clock", TimestampHeader, absDuration(now.Sub(time.Unix(secs, 0))).Round(time.Second), MaxSkew))
+	case abs(now.Unix()-secs) > int64(MaxSkew/time.Second):
+		// In whole seconds: a far-off value (milliseconds, say) cannot
+		// overflow a Duration into passing.
+		h.fail(w, http.StatusUnauthorized, "stale", "", fmt.Sprintf("%s is %d s from the intake's clock (at most %s): sign again with the current Unix time in seconds, and check the sender's clock", TimestampHeader, abs(now.Unix()-secs), MaxSkew))
 		return false
 	case !hmac.Equal([]byte(signature(h.cfg.Secret, ts, signed)), []byte(sig)):
 		h.fail(w, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>", SignatureHeader))
@@ -148,11 +150,11 @@ func (h *handler) authentic(w http.ResponseWriter, r *http.Request, signed []byt
 	return true
 }
 
-func absDuration(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
 	}
-	return d
+	return n
 }
 
 // seenSignatures remembers the signatures accepted within the skew, so

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,10 @@ func TestSignatureIsRequiredWhenASecretIsSet(t *testing.T) {
 	signed := func(secret string, at time.Time, body string) map[string]string {
 		return Sign(logging.Secret(secret), at, []byte(body))
 	}
+	// Signed correctly over a timestamp written another way.
+	withTimestamp := func(ts string) map[string]string {
+		return map[string]string{TimestampHeader: ts, SignatureHeader: signature("shared-secret", ts, []byte(event))}
+	}
 	withSig := func(sig string) map[string]string {
 		m := signed("shared-secret", now, event)
 		m[SignatureHeader] = sig
@@ -55,14 +60,16 @@ func TestSignatureIsRequiredWhenASecretIsSet(t *testing.T) {
 		header map[string]string
 		code   string
 	}{
-		"unsigned":                 {nil, "unauthorized"},
-		"no timestamp":             {map[string]string{SignatureHeader: signed("shared-secret", now, event)[SignatureHeader]}, "unauthorized"},
-		"wrong secret":             {signed("other", now, event), "unauthorized"},
-		"other body":               {signed("shared-secret", now, event+" "), "unauthorized"},
-		"body-only (old) scheme":   {withSig("sha256=" + strings.Repeat("0", 64)), "unauthorized"},
-		"not even a value":         {withSig("yes please"), "unauthorized"},
-		"stale: signed 10 min ago": {signed("shared-secret", now.Add(-10*time.Minute), event), "stale"},
-		"from the future":          {signed("shared-secret", now.Add(6*time.Minute), event), "stale"},
+		"unsigned":                  {nil, "unauthorized"},
+		"no timestamp":              {map[string]string{SignatureHeader: signed("shared-secret", now, event)[SignatureHeader]}, "unauthorized"},
+		"wrong secret":              {signed("other", now, event), "unauthorized"},
+		"other body":                {signed("shared-secret", now, event+" "), "unauthorized"},
+		"body-only (old) scheme":    {withSig("sha256=" + strings.Repeat("0", 64)), "unauthorized"},
+		"not even a value":          {withSig("yes please"), "unauthorized"},
+		"stale: signed 10 min ago":  {signed("shared-secret", now.Add(-10*time.Minute), event), "stale"},
+		"from the future":           {signed("shared-secret", now.Add(6*time.Minute), event), "stale"},
+		"milliseconds, not seconds": {withTimestamp(strconv.FormatInt(now.UnixMilli(), 10)), "stale"},
+		"far past":                  {withTimestamp("-9223372036854775807"), "stale"},
 	} {
 		code, p := post(t, h, event, tc.header)
 		require.Equal(t, http.StatusUnauthorized, code, name)
