@@ -383,11 +383,19 @@ func (a *App) Stop() error {
 	}
 	a.stopped = true
 	var errs []error
-	if a.intake != nil {
+	// The intake stops accepting while the workers stop taking tasks: in
+	// parallel, so the whole stop stays within StopTimeout (compose's
+	// grace is longer).
+	intakeDone := make(chan error, 1)
+	go func() {
+		if a.intake == nil {
+			intakeDone <- nil
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, a.intake.Shutdown(ctx))
-		cancel()
-	}
+		defer cancel()
+		intakeDone <- a.intake.Shutdown(ctx)
+	}()
 	if a.stopWorkers != nil {
 		// No new tasks; sends in flight finish and are recorded (up to
 		// StopTimeout) while the ledger, the client and the simulator are
@@ -395,6 +403,7 @@ func (a *App) Stop() error {
 		a.Log.Info("stopping: waiting for activities in flight", zap.Duration("up-to", a.Config.StopTimeout))
 		a.stopWorkers()
 	}
+	errs = append(errs, <-intakeDone)
 	if a.codec != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, a.codec.Shutdown(ctx))

@@ -9,15 +9,17 @@ import (
 )
 
 // e164 finds phone numbers in E.164 form inside free text: a plus sign and
-// 7 to 15 digits. Only the plus form is masked; bare digit runs are too often
-// ids and timestamps.
+// 7 to 15 digits.
 var e164 = regexp.MustCompile(`\+[1-9][0-9]{6,14}`)
 
-// looseNumber finds phone numbers as people write them: with spaces,
-// dashes, dots or brackets after a "+" or the international prefix
-// "00", and bare runs of 11 to 15 digits (a country code and a number)
-// that stand alone (not inside a key such as order-58213-shipped).
-var looseNumber = regexp.MustCompile(`(?:\+|\b00)[1-9](?:[\s\-.()]{0,2}\d){6,14}|(?:^|[^\w\-~])[1-9]\d{10,14}(?:$|[^\w\-~])`)
+// spacedNumber finds phone numbers written with spaces, dashes, dots or
+// brackets after a "+" or the international prefix "00".
+var spacedNumber = regexp.MustCompile(`(?:\+|\b00)[1-9](?:[\s\-.()]{0,2}\d){6,14}`)
+
+// bareNumber finds candidates for numbers written as digits alone: 11 to
+// 15 digits (a country code and a number) or a national form (0 and 9
+// or 10 digits). standsAlone keeps those that are not inside a key.
+var bareNumber = regexp.MustCompile(`[1-9]\d{10,14}|0[1-9]\d{8,9}`)
 
 // MaskPhone masks one phone number for logs and summaries, keeping enough to
 // tell numbers apart in a support conversation: "+972501234567" becomes
@@ -36,26 +38,37 @@ func MaskPhone(number string) string {
 
 // MaskPhones masks every phone number inside s: E.164, and numbers
 // written with spaces or other separators, with 00 for +, or as a bare
-// run of 11 to 15 digits.
+// run of digits (11 to 15, or a national 0 and 9 or 10) that stands alone,
+// not inside a key such as order-58213-shipped.
 func MaskPhones(s string) string {
 	if strings.Contains(s, "+") {
 		s = e164.ReplaceAllStringFunc(s, MaskPhone)
 	}
-	return looseNumber.ReplaceAllStringFunc(s, func(m string) string {
-		// Keep what the pattern took around a bare run.
-		lead, tail := "", ""
-		if m != "" && !isDigitOrPlus(m[0]) {
-			lead, m = m[:1], m[1:]
+	s = spacedNumber.ReplaceAllStringFunc(s, maskLoose)
+	var b strings.Builder
+	last := 0
+	for _, m := range bareNumber.FindAllStringIndex(s, -1) {
+		if !standsAlone(s, m[0], m[1]) {
+			continue
 		}
-		if m != "" && !isDigit(m[len(m)-1]) {
-			tail, m = m[len(m)-1:], m[:len(m)-1]
-		}
-		return lead + maskLoose(m) + tail
-	})
+		b.WriteString(s[last:m[0]])
+		b.WriteString(maskLoose(s[m[0]:m[1]]))
+		last = m[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
-func isDigit(b byte) bool       { return b >= '0' && b <= '9' }
-func isDigitOrPlus(b byte) bool { return isDigit(b) || b == '+' }
+// standsAlone reports whether s[i:j] is not part of a longer word, number
+// or key.
+func standsAlone(s string, i, j int) bool {
+	part := func(c byte) bool {
+		return isDigit(c) || c == '-' || c == '~' || c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z') || c >= 0x80
+	}
+	return (i == 0 || !part(s[i-1])) && (j == len(s) || !part(s[j]))
+}
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
 // maskLoose keeps the first three and the last two digits of a number
 // written any way, and drops what is between.

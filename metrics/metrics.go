@@ -39,8 +39,9 @@ func New() (*Exporter, error) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	h := temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
-		Meter:   mp.Meter("smsorch"),
-		OnError: func(error) {}, // a metric that cannot be recorded must not stop a send
+		Meter:                mp.Meter("smsorch"),
+		UseMonotonicCounters: true,           // Prometheus counters (_total), not gauges
+		OnError:              func(error) {}, // a metric that cannot be recorded must not stop a send
 	})
 	return &Exporter{Registry: reg, SDK: h, provider: mp}, nil
 }

@@ -3,7 +3,8 @@
 // importing the exporter.
 package name
 
-// The orchestrator's metrics (counters get _total in Prometheus).
+// The orchestrator's metrics. Counters get _total in Prometheus
+// (smsorch_sends_total).
 const (
 	// Sends counts send attempts by provider and outcome class
 	// (accepted, replayed, in_progress, not_executed, unknown,
