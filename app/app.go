@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -149,6 +150,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	log.Info("send ledger", zap.String("ledger", a.Ledger.Describe()), zap.String("identity", a.Ledger.Identity()))
 	if cfg.Codec != nil {
 		log.Info("payloads are encrypted before they reach Temporal", zap.Stringer("codec", cfg.Codec))
+		if strings.HasPrefix(cfg.Codec.Current(), "example") {
+			log.Warn("the sealing key is the example from .env.example, which anyone can read: make your own with `smsctl codec-key` and put it first in " + codec.EnvKeys)
+		}
 	} else if !cfg.Dev {
 		log.Warn("payloads reach Temporal in plain text (--plaintext-payloads): recipients and texts stand in its history")
 	}
@@ -243,7 +247,7 @@ func (a *App) uiCodecEndpoint() string {
 	if a.CodecURL == "" {
 		return ""
 	}
-	if a.Config.Dev {
+	if host, _, err := net.SplitHostPort(a.Config.UIAddress); a.Config.Dev && err == nil && loopback(host) {
 		return a.CodecURL + "/" + a.Config.CodecToken.Reveal()
 	}
 	return a.CodecURL
@@ -258,6 +262,9 @@ func (a *App) serveCodec() error {
 	a.CodecURL = "http://" + l.Addr().String()
 	// The embedded UI's origin, known once the stack listens.
 	uiOrigin := func(origin string) bool {
+		if slices.Contains(a.Config.CodecUIOrigins, origin) {
+			return true
+		}
 		u, _ := a.uiURL.Load().(string)
 		return u != "" && (origin == u || origin == strings.Replace(u, "127.0.0.1", "localhost", 1))
 	}

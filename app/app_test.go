@@ -94,6 +94,7 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 		{Config{Dev: true, IntakeTLSCert: "cert.pem"}, "go together"},
 		{Config{Dev: true, IntakeTLSCert: "no-such.pem", IntakeTLSKey: "no-such.key"}, "do not load"},
 		{Config{Dev: true, CodecServerAddress: "127.0.0.1:8234"}, "has no keys to decode with"},
+		{Config{Dev: true, CodecServerAddress: "0.0.0.0:8234"}, "listens on loopback only"},
 		{Config{TemporalDB: "postgres://postgres@127.0.0.1/temporal", Sendy: SendyConfig{BaseURL: "https://sendy", Token: "t"}, IntakeAddress: Off}, "use it with --dev or --server-only"},
 	} {
 		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/acme/smsorch/activities"
@@ -111,6 +112,9 @@ type Config struct {
 	// 127.0.0.1:8234 in dev mode with keys and a token, else "off". It
 	// needs CodecToken.
 	CodecServerAddress string
+	// CodecUIOrigins are the web UI origins (http://ui.internal:8080)
+	// whose pages may call the codec server, besides the embedded UI.
+	CodecUIOrigins []string
 	// CodecToken is the codec server's bearer token (SMSORCH_CODEC_TOKEN).
 	CodecToken logging.Secret
 	codecErr   error
@@ -260,8 +264,13 @@ func (c Config) validateCodec() error {
 	if c.CodecServerAddress == Off || c.CodecServerAddress == "" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(c.CodecServerAddress); err != nil {
+	host, _, err := net.SplitHostPort(c.CodecServerAddress)
+	if err != nil {
 		return fmt.Errorf("--codec-server %q is not HOST:PORT: write it like %s, or off", c.CodecServerAddress, DefaultCodecAddress)
+	}
+	if !loopback(host) {
+		// Plain HTTP: the token and the decrypted numbers would cross the network.
+		return fmt.Errorf("--codec-server %s: the codec server speaks plain HTTP, so it listens on loopback only (127.0.0.1); put a TLS proxy in front of it for other hosts", c.CodecServerAddress)
 	}
 	if c.Codec == nil {
 		return fmt.Errorf("--codec-server %s has no keys to decode with: set %s or %s", c.CodecServerAddress, codec.EnvKeys, codec.EnvKeyFile)
@@ -325,6 +334,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
 	fs.BoolVar(&c.PlaintextPayloads, "plaintext-payloads", false, "outside dev mode, run without "+codec.EnvKeys+": recipients and texts then stand in plain text in Temporal")
+	fs.Func("codec-ui-origin", "a web UI origin (http://host:port) whose pages may call the codec server (repeat for more; the embedded UI is always allowed)", func(v string) error {
+		if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+			return fmt.Errorf("write an origin like https://temporal-ui.internal")
+		}
+		c.CodecUIOrigins = append(c.CodecUIOrigins, strings.TrimSuffix(v, "/"))
+		return nil
+	})
 	fs.StringVar(&c.CodecServerAddress, "codec-server", "", `the codec server for the web UI (token from `+codec.EnvToken+`), or "off"; default `+DefaultCodecAddress+` in dev mode with keys and a token, else off`)
 	fs.StringVar(&c.IntakeTLSCert, "intake-tls-cert", "", "serve the intake over HTTPS with this certificate (PEM; with --intake-tls-key)")
 	fs.StringVar(&c.IntakeTLSKey, "intake-tls-key", "", "the private key of --intake-tls-cert (PEM)")

@@ -195,14 +195,16 @@ func TestTheWebUIAsAPersonSeesIt(t *testing.T) {
 	// has the full number: this browser holds the codec token).
 	shows(t, ctx, runURL, "3-run-summary.png", "SMS order-1-shipped to +31612…78 via bird")
 
-	// Another UI on the same keys' runs, without the codec token: sealed.
+	// Another stack on the same keys whose UI has no codec endpoint, as a
+	// person without the token sees it: the input stays sealed.
 	b := startStack(t, ring, "")
 	sb := starter.New(b.Client)
 	other, err := sb.Send(context.Background(), starter.Event{Key: "order-1-shipped", Provider: "bird", To: "+31612345678", Text: text})
 	require.NoError(t, err)
 	_, err = sb.Wait(context.Background(), "order-1-shipped")
 	require.NoError(t, err)
-	sealed := page(t, ctx, b.Stack.UIURL()+"/namespaces/default/workflows/order-1-shipped/"+other.RunID+"/history", "4-run-without-token.png", "order-1-shipped")
+	// Waits for the history to be loaded, so the absence below means something.
+	sealed := page(t, ctx, b.Stack.UIURL()+"/namespaces/default/workflows/order-1-shipped/"+other.RunID+"/history", "4-run-without-token.png", "order-1-shipped", "Workflow Execution Completed")
 	require.NotContains(t, sealed, text, "without the codec token the input stays sealed")
 	require.NotContains(t, sealed, "+31612…78")
 }
