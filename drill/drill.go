@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -229,11 +230,6 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	}
 	s := Summarize(cfg.Seed, len(d.killed), outs)
 	s.Topology, s.KillsDone = d.describe(), d.killed
-	for _, e := range d.events {
-		if e.out.Started+e.out.Existing == 0 {
-			s.StartsFailed++
-		}
-	}
 	if cfg.Postgres != "" && len(s.Violations()) == 0 {
 		// A drill that kept every promise leaves nothing to inspect.
 		d.stopAll()
@@ -413,6 +409,7 @@ func (d *drill) postThrice(ctx context.Context, e *event) {
 			switch {
 			case err != nil:
 				d.logf("event %s: a start was never answered: %v", e.key, err)
+				e.out.Unanswered++
 			case started:
 				e.out.Started++
 			default:
@@ -460,6 +457,12 @@ func (d *drill) postIntake(ctx context.Context, e *event) (bool, error) {
 	case http.StatusOK:
 		return false, nil
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return false, fmt.Errorf("%w: %d", errRetry, resp.StatusCode)
+	case http.StatusTooManyRequests:
+		// The intake's rate per client: wait as told, then send again.
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			time.Sleep(time.Duration(secs) * time.Second)
+		}
 		return false, fmt.Errorf("%w: %d", errRetry, resp.StatusCode)
 	}
 	return false, fmt.Errorf("intake answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))

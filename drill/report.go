@@ -26,7 +26,9 @@ type Outcome struct {
 	// "the run already exists"; AfterSettled is what the start made after
 	// the run had ended ("existing" is right).
 	Started, Existing int
-	AfterSettled      string `json:"afterSettled"`
+	// Unanswered counts the posts that got no answer within their retries.
+	Unanswered   int    `json:"unanswered,omitempty"`
+	AfterSettled string `json:"afterSettled"`
 	// Ended is false when the run never reached a final state.
 	Ended          bool                `json:"ended"`
 	Result         workflows.Result    `json:"result"`
@@ -116,6 +118,7 @@ func Summarize(seed uint64, kills int, outs []Outcome) Summary {
 	for _, o := range outs {
 		s.StartsStarted += o.Started
 		s.StartsExisting += o.Existing
+		s.StartsFailed += o.Unanswered
 		s.Messages += len(o.Messages)
 		live := o.live()
 		s.LiveMessages += len(live)
@@ -180,6 +183,10 @@ func (s Summary) Violations() []string {
 	add("resends without a reconciliation before them", s.UnreconciledResends)
 	add("events that started more than one run", s.SecondStarts)
 	add("starts after the run had settled that started a new run", s.StartedAfterSettled)
+	if s.StartsFailed > 0 {
+		// A client that could not hand its event over may have lost it.
+		out = append(out, fmt.Sprintf("posts never answered within their retries: %d", s.StartsFailed))
+	}
 	return out
 }
 

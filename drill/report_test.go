@@ -40,8 +40,8 @@ func TestSummarizeFindsEveryViolation(t *testing.T) {
 		// A resend sent without a reconciliation.
 		ok("f", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m10"},
 			Resends: []workflows.Resend{{Key: "f~resend-1", Basis: workflows.BasisUnreconciled}}}, msg("m10", "f~resend-1", "delivered")),
-		// Never ended.
-		{Key: "g", Provider: provider.Sendy, Started: 1},
+		// Never ended; one of its posts was never answered.
+		{Key: "g", Provider: provider.Sendy, Started: 1, Unanswered: 1},
 		// Two runs started, and a start after settling started a third.
 		{Key: "h", Provider: provider.Sendy, Started: 2, AfterSettled: "started", Ended: true, Result: workflows.Result{State: workflows.Cancelled}},
 		// A blind resend that made a second live message, reported as possible.
@@ -62,7 +62,9 @@ func TestSummarizeFindsEveryViolation(t *testing.T) {
 	require.Equal(t, 1, s.BlindResends)
 	require.Equal(t, 3, s.Resends)
 	require.Equal(t, 7, s.States["Delivered"])
-	require.Len(t, s.Violations(), 6)
+	require.Equal(t, 1, s.StartsFailed)
+	require.Contains(t, s.Violations(), "posts never answered within their retries: 1")
+	require.Len(t, s.Violations(), 7)
 
 	var b bytes.Buffer
 	s.Print(&b)
