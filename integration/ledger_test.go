@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/workflows"
 )
@@ -51,7 +53,12 @@ func TestTwoLedgersNeverSplitAnEvent(t *testing.T) {
 		policies[p] = pol
 	}
 	for i, l := range []*ledger.SQLite{first, second} {
-		w := worker.New(stack.Client, queue, worker.Options{DisableEagerActivities: true})
+		// Each "host" has its own connection and identity, as two worker
+		// processes would.
+		c, err := client.Dial(client.Options{HostPort: stack.Stack.FrontendAddress(), Identity: fmt.Sprintf("host-%d@two-ledgers", i+1), Logger: logging.SDK(zap.NewNop())})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		w := worker.New(c, queue, worker.Options{DisableEagerActivities: true})
 		acts := &activities.Activities{Providers: stack.Activities.Providers, Policies: policies, Ledger: l, Logger: log}
 		if i == 0 {
 			app.Register(w, acts)
@@ -61,7 +68,7 @@ func TestTwoLedgersNeverSplitAnEvent(t *testing.T) {
 		require.NoError(t, w.Start())
 		t.Cleanup(w.Stop)
 		// The sends and lookups of runs on queue, beside it.
-		stop, err := app.StartProviderWorkers(stack.Client, queue, acts, map[provider.Name]int{}, time.Second)
+		stop, err := app.StartProviderWorkers(c, queue, acts, map[provider.Name]int{}, time.Second)
 		require.NoError(t, err)
 		t.Cleanup(stop)
 	}
