@@ -651,14 +651,28 @@ func freePort(host string) (int, error) {
 // freeMembershipPort finds a free port below 32768: the server keeps a
 // membership port in a smallint column, which the ephemeral ports the
 // kernel hands out (32768 and up) overflow.
-func freeMembershipPort(host string) (int, error) {
-	for i := 0; i < 200; i++ {
+func freeMembershipPort(host string) (int, error) { return FreeLowPort(host) }
+
+var (
+	lowPortsMu sync.Mutex
+	lowPorts   = map[int]bool{} // handed out by this process
+)
+
+// FreeLowPort returns a port below 32768, free on host right now and
+// never returned before by this process. Below 32768 no outgoing
+// connection takes it (the kernel hands those ports out from 32768 up)
+// while the process that is to listen there starts.
+func FreeLowPort(host string) (int, error) {
+	lowPortsMu.Lock()
+	defer lowPortsMu.Unlock()
+	for i := 0; i < 500; i++ {
 		p := 20000 + rand.IntN(32768-20000)
-		if portFree(net.JoinHostPort(host, strconv.Itoa(p))) == nil {
+		if !lowPorts[p] && portFree(net.JoinHostPort(host, strconv.Itoa(p))) == nil {
+			lowPorts[p] = true
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("find a free membership port below 32768 on %s: 200 tries failed", host)
+	return 0, fmt.Errorf("find a free port below 32768 on %s: 500 tries failed", host)
 }
 
 func portFree(addr string) error {

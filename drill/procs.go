@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/acme/smsorch/devstack"
 )
 
 // Binaries are the programs the drill runs as separate processes.
@@ -94,14 +97,15 @@ func (p *proc) stop(grace time.Duration) {
 	}
 }
 
-// freeAddr returns a loopback address with a port free right now.
+// freeAddr returns a loopback address with a port free right now, below
+// the kernel's range for outgoing connections, which could take it
+// before the process that is to listen there binds it.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := devstack.FreeLowPort("127.0.0.1")
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
 
 // waitReady calls probe until it succeeds, or the process exits, or
