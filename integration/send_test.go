@@ -213,8 +213,12 @@ func downPastTheWindow(t *testing.T, p provider.Name) workflows.Input {
 	require.NoError(t, err)
 	s := awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
 	require.Empty(t, messages(p, in.Key))
-	require.Contains(t, timelineText(s), "ran out with the outcome unknown")
-	require.Contains(t, timelineText(s), "reconciled")
+	// The window ran out with the outcome unknown: said when the last
+	// same-key attempt ran, or when a busy worker reached it after the
+	// window had closed (it then reconciles instead; both are correct).
+	tl := timelineText(s)
+	require.True(t, strings.Contains(tl, "ran out with the outcome unknown") || strings.Contains(tl, "replay window of "+in.Key+" closed"), tl)
+	require.Contains(t, tl, "reconciled")
 	return in
 }
 
