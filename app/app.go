@@ -164,7 +164,11 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		return nil, err
 	}
 	a.Activities = &activities.Activities{Providers: providers, Policies: cfg.Policies, Ledger: a.Ledger, Logger: log.Named("activities")}
-	if a.stopWorkers, err = StartWorkers(a.Client, workflows.TaskQueue, a.Activities, cfg.RateLimits, cfg.StopTimeout); err != nil {
+	tuning := cfg.Tuning()
+	if err := tuning.Apply(); err != nil {
+		return nil, err
+	}
+	if a.stopWorkers, err = StartWorkers(a.Client, workflows.TaskQueue, a.Activities, cfg.RateLimits, tuning); err != nil {
 		return nil, err
 	}
 	if cfg.IntakeAddress != Off {

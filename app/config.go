@@ -132,6 +132,9 @@ type Config struct {
 	// flight (a send whose answer is on its way) to finish and be
 	// recorded; default 25 s (compose gives a stop 30 s).
 	StopTimeout time.Duration
+	// StickyCacheSize, WorkflowPollers and ActivityPollers tune the
+	// Temporal workers (Tuning); 0 takes the default.
+	StickyCacheSize, WorkflowPollers, ActivityPollers int
 	// AttemptTimeout bounds one HTTP attempt; default 15 s.
 	AttemptTimeout time.Duration
 	// Policies are the per-provider durations; zero fields take
@@ -214,6 +217,11 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Policies = policies
 	return c
+}
+
+// Tuning is how the process's Temporal workers poll and cache.
+func (c Config) Tuning() Tuning {
+	return Tuning{StopTimeout: c.StopTimeout, StickyCacheSize: c.StickyCacheSize, WorkflowPollers: c.WorkflowPollers, ActivityPollers: c.ActivityPollers}
 }
 
 // Validate reports a broken configuration before anything starts.
@@ -362,6 +370,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		})
 	}
 	fs.DurationVar(&c.StopTimeout, "stop-timeout", DefaultStopTimeout, "on SIGTERM, how long to wait for sends in flight to finish and be recorded (a second signal exits at once)")
+	fs.IntVar(&c.StickyCacheSize, "sticky-cache", 0, "runs kept in memory between their workflow tasks (0: the SDK's 10000); smaller saves memory, at the cost of a replay of a run's history when it leaves the cache")
+	fs.IntVar(&c.WorkflowPollers, "workflow-pollers", 0, "long polls per workflow task queue (0: the SDK's 2)")
+	fs.IntVar(&c.ActivityPollers, "activity-pollers", 0, "long polls per activity task queue (0: the SDK's 2)")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", activities.DefaultPolicy().AttemptTimeout, "bound of one HTTP attempt to a provider")
 	fs.StringVar(&c.MetricsAddress, "metrics", Off, `serve Prometheus metrics (the SDK's and smsorch_*) at http://ADDRESS/metrics, or "off"`)
 	fs.StringVar(&c.LogFormat, "log-format", "", "console or json (default console in dev mode, json otherwise)")

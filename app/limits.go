@@ -3,7 +3,6 @@ package app
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -52,21 +51,21 @@ func QueueRates(perMinute int) (send, lookup float64, err error) {
 // schedule their sends there), and each configured provider's queues
 // beside it. stop stops them all.
 //
-// stopTimeout is how long stop waits for activities in flight (a send
-// whose answer is on its way) to finish and be recorded.
-func StartWorkers(c client.Client, queue string, acts *activities.Activities, limits map[provider.Name]int, stopTimeout time.Duration) (stop func(), err error) {
-	main := worker.New(c, queue, worker.Options{WorkerStopTimeout: stopTimeout})
+// tuning sets every worker's polling, its sticky cache and how long stop
+// waits for activities in flight (Tuning.Apply must have run).
+func StartWorkers(c client.Client, queue string, acts *activities.Activities, limits map[provider.Name]int, tuning Tuning) (stop func(), err error) {
+	main := worker.New(c, queue, tuning.WorkerOptions())
 	Register(main, acts)
 	if err := main.Start(); err != nil {
 		return nil, fmt.Errorf("start the worker on task queue %s: %w", queue, err)
 	}
-	stopProviders, err := StartProviderWorkers(c, queue, acts, limits, stopTimeout)
+	stopProviders, err := StartProviderWorkers(c, queue, acts, limits, tuning)
 	if err != nil {
 		main.Stop()
 		return nil, err
 	}
 	return func() {
-		// In parallel: each waits up to stopTimeout for its activities.
+		// In parallel: each waits up to the stop timeout for its activities.
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() { defer wg.Done(); stopProviders() }()
@@ -79,7 +78,7 @@ func StartWorkers(c client.Client, queue string, acts *activities.Activities, li
 // its send queue and one on its lookup queue beside runQueue, each with
 // the queue's fleet-wide rate. Every worker of the fleet must give the
 // same limits: the server keeps the last one a poller sent.
-func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Activities, limits map[provider.Name]int, stopTimeout time.Duration) (stop func(), err error) {
+func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Activities, limits map[provider.Name]int, tuning Tuning) (stop func(), err error) {
 	var started []worker.Worker
 	stop = func() {
 		var wg sync.WaitGroup
@@ -103,7 +102,9 @@ func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Act
 			rate    float64
 		}{{workflows.PurposeSend, send}, {workflows.PurposeLookup, lookup}} {
 			name := workflows.ProviderTaskQueue(runQueue, string(p), q.purpose)
-			w := worker.New(c, name, worker.Options{TaskQueueActivitiesPerSecond: q.rate, WorkerStopTimeout: stopTimeout})
+			opts := tuning.WorkerOptions()
+			opts.TaskQueueActivitiesPerSecond = q.rate
+			w := worker.New(c, name, opts)
 			w.RegisterActivity(acts)
 			if err := w.Start(); err != nil {
 				stop()

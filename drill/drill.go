@@ -33,6 +33,8 @@ import (
 	"github.com/acme/smsorch/audit"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/frontends"
+	"github.com/acme/smsorch/internal/pgdb"
+	"github.com/acme/smsorch/internal/procs"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
@@ -91,7 +93,7 @@ type Config struct {
 	Cluster bool
 	// Dir holds the worker's state and the processes' logs.
 	Dir  string
-	Bins Binaries
+	Bins procs.Binaries
 	// Progress receives a line per phase.
 	Progress io.Writer
 }
@@ -167,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	}
 	d.ledger = filepath.Join(cfg.Dir, "state", "ledger.db")
 	if cfg.Postgres != "" {
-		if d.ledger, err = freshDatabase(ctx, cfg.Postgres, cfg.Seed); err != nil {
+		if d.ledger, err = pgdb.Fresh(ctx, cfg.Postgres, fmt.Sprintf("smsdrill_%d", cfg.Seed)); err != nil {
 			return Summary{}, nil, err
 		}
 		d.logf("the ledger is on PostgreSQL: %s", logging.RedactDSN(d.ledger))
@@ -183,7 +185,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	if err != nil {
 		return Summary{}, nil, err
 	}
-	defer sim.stop(5 * time.Second)
+	defer sim.Stop(5 * time.Second)
 	d.plan()
 	if err := d.installFaults(); err != nil {
 		return Summary{}, nil, err
@@ -234,7 +236,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 		// A drill that kept every promise leaves nothing to inspect.
 		d.stopAll()
 		for _, db := range d.databases() {
-			if err := dropDatabase(ctx, cfg.Postgres, db); err != nil {
+			if err := pgdb.Drop(ctx, cfg.Postgres, db); err != nil {
 				d.logf("could not drop the drill's database %s: %v", logging.RedactDSN(db), err)
 			}
 		}
@@ -242,13 +244,13 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	return s, outs, nil
 }
 
-func (d *drill) startSimulator(ctx context.Context) (*proc, error) {
-	addr, err := freeAddr()
+func (d *drill) startSimulator(ctx context.Context) (*procs.Proc, error) {
+	addr, err := procs.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	d.simURL = "http://" + addr
-	p, err := startProc("simulator", d.cfg.Bins.Simulator, []string{
+	p, err := procs.Start("simulator", d.cfg.Bins.Simulator, []string{
 		"--addr", addr, "--seed", fmt.Sprint(d.cfg.Seed), "--log-format", "json",
 		"--bird-retention", d.cfg.Window.String(), "--sendy-retention", d.cfg.Window.String(),
 		"--lock-expiry", d.cfg.LockLifetime.String(), "--delivery-delay", "1s", "--sendy-rate-limit", "-1",
@@ -256,8 +258,8 @@ func (d *drill) startSimulator(ctx context.Context) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, p, d.simURL+"/_sim/clock", 30*time.Second); err != nil {
-		p.kill()
+	if err := procs.WaitHTTP(ctx, p, d.simURL+"/_sim/clock", 30*time.Second); err != nil {
+		p.Kill()
 		return nil, err
 	}
 	return p, nil

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/acme/smsorch/internal/procs"
 )
 
 // Main is the smsdrill command: flags, one drill per seed, the table and
@@ -57,12 +59,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Kills = -1 // Config's zero means the default; -kills 0 means none
 	}
 	cfg.Progress = stderr
-	cfg.Bins = Binaries{Worker: *workerBin, Simulator: *simBin}
+	cfg.Bins = procs.Binaries{Worker: *workerBin, Simulator: *simBin}
 	if cfg.Bins.Worker == "" || cfg.Bins.Simulator == "" {
-		root, err := ModuleRoot()
+		root, err := procs.ModuleRoot()
 		if err == nil {
 			fmt.Fprintln(stderr, "smsdrill: building the worker and the simulator")
-			cfg.Bins, err = Build(ctx, root, filepath.Join(*dir, "bin"), stderr)
+			cfg.Bins, err = procs.Build(ctx, root, filepath.Join(*dir, "bin"), stderr)
 		}
 		if err != nil {
 			fmt.Fprintln(stderr, "smsdrill:", err)

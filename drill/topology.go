@@ -10,13 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/internal/pgdb"
+	"github.com/acme/smsorch/internal/procs"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/simulator"
 )
@@ -30,8 +30,8 @@ type topology struct {
 	// temporalDB is the cluster's Temporal database ("" in dev mode).
 	temporalDB string
 	mu         sync.Mutex
-	servers    []*proc // cluster only; nil once killed
-	workers    []*proc
+	servers    []*procs.Proc // cluster only; nil once killed
+	workers    []*procs.Proc
 	killed     []string
 	next       atomic.Uint64 // intake rotation
 }
@@ -50,7 +50,7 @@ func (d *drill) databases() []string {
 		out = append(out, d.ledger)
 	}
 	if d.temporalDB != "" {
-		out = append(out, d.temporalDB, withDatabaseSuffix(d.temporalDB, devstack.VisibilitySuffix))
+		out = append(out, d.temporalDB, pgdb.WithSuffix(d.temporalDB, devstack.VisibilitySuffix))
 	}
 	return out
 }
@@ -64,24 +64,24 @@ func (d *drill) startProcesses(ctx context.Context) error {
 			return errors.New("drill: the cluster drill needs a PostgreSQL server (-postgres)")
 		}
 		var err error
-		if d.temporalDB, err = freshDatabaseName(d.cfg.Postgres, d.cfg.Seed, "temporal"); err != nil {
+		if d.temporalDB, err = pgdb.Name(d.cfg.Postgres, fmt.Sprintf("smsdrill_%d", d.cfg.Seed), "temporal"); err != nil {
 			return err
 		}
 	}
 	for i := 0; i < n; i++ {
-		f, err := freeAddr()
+		f, err := procs.FreeAddr()
 		if err != nil {
 			return err
 		}
-		in, err := freeAddr()
+		in, err := procs.FreeAddr()
 		if err != nil {
 			return err
 		}
 		d.frontends, d.intakes = append(d.frontends, f), append(d.intakes, in)
 	}
-	d.workers = make([]*proc, n)
+	d.workers = make([]*procs.Proc, n)
 	if d.cfg.Cluster {
-		d.servers = make([]*proc, n)
+		d.servers = make([]*procs.Proc, n)
 		// One after the other: the first creates the schema and the
 		// namespace, the second joins it.
 		for i := range d.servers {
@@ -102,36 +102,20 @@ func (d *drill) startProcesses(ctx context.Context) error {
 func (d *drill) startServer(ctx context.Context, i int) error {
 	name := fmt.Sprintf("server-%d", i+1)
 	// The database through the environment, as a password would be.
-	p, err := startProc(name, d.cfg.Bins.Worker, []string{
+	p, err := procs.Start(name, d.cfg.Bins.Worker, []string{
 		"--server-only", "--frontend", d.frontends[i], "--ui", "off", "--log-format", "json",
 	}, []string{app.EnvTemporalDB + "=" + d.temporalDB}, filepath.Join(d.cfg.Dir, name+".log"))
 	if err != nil {
 		return err
 	}
-	if err := waitTemporal(ctx, p, d.frontends[i], 3*time.Minute); err != nil {
-		p.kill()
+	if err := procs.WaitTemporal(ctx, p, d.frontends[i], 3*time.Minute); err != nil {
+		p.Kill()
 		return fmt.Errorf("drill: %s did not come up (see %s): %w", name, filepath.Join(d.cfg.Dir, name+".log"), err)
 	}
 	d.mu.Lock()
 	d.servers[i] = p
 	d.mu.Unlock()
 	return nil
-}
-
-// waitTemporal waits until the frontend at addr answers in the default
-// namespace, or the process exits, or timeout.
-func waitTemporal(ctx context.Context, p *proc, addr string, timeout time.Duration) error {
-	return waitReady(ctx, p, "on "+addr, timeout, func(ctx context.Context) error {
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		c, err := client.DialContext(cctx, client.Options{HostPort: addr, Logger: logging.SDK(zap.NewNop())})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_, err = c.WorkflowService().CountWorkflowExecutions(cctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: client.DefaultNamespace})
-		return err
-	})
 }
 
 func (d *drill) workerArgs(i int) []string {
@@ -162,12 +146,12 @@ func (d *drill) startWorker(ctx context.Context, i int) error {
 		env = append(env, "TEMPORAL_ADDRESS="+strings.Join(d.frontends, ","), "TEMPORAL_NAMESPACE="+client.DefaultNamespace)
 	}
 	log := filepath.Join(d.cfg.Dir, name+".log")
-	p, err := startProc(name, d.cfg.Bins.Worker, d.workerArgs(i), env, log)
+	p, err := procs.Start(name, d.cfg.Bins.Worker, d.workerArgs(i), env, log)
 	if err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, p, "http://"+d.intakes[i]+"/healthz", 3*time.Minute); err != nil {
-		p.kill()
+	if err := procs.WaitHTTP(ctx, p, "http://"+d.intakes[i]+"/healthz", 3*time.Minute); err != nil {
+		p.Kill()
 		return fmt.Errorf("drill: %s did not come up (see %s): %w", name, log, err)
 	}
 	d.mu.Lock()
@@ -188,10 +172,10 @@ func (d *drill) killAndRestart(ctx context.Context) error {
 		d.mu.Lock()
 		p := d.servers[1]
 		d.servers[1] = nil
-		d.killed = append(d.killed, p.name)
+		d.killed = append(d.killed, p.Name)
 		d.mu.Unlock()
-		p.kill()
-		d.logf("kill %d: SIGKILL of %s (pid %d), not restarted: its shards move to server-1", k, p.name, p.cmd.Process.Pid)
+		p.Kill()
+		d.logf("kill %d: SIGKILL of %s (pid %d), not restarted: its shards move to server-1", k, p.Name, p.Cmd.Process.Pid)
 		return nil
 	}
 	i := 0
@@ -201,10 +185,10 @@ func (d *drill) killAndRestart(ctx context.Context) error {
 	d.mu.Lock()
 	p := d.workers[i]
 	d.workers[i] = nil
-	d.killed = append(d.killed, p.name)
+	d.killed = append(d.killed, p.Name)
 	d.mu.Unlock()
-	p.kill()
-	d.logf("kill %d: SIGKILL of %s (pid %d); restarting it", k, p.name, p.cmd.Process.Pid)
+	p.Kill()
+	d.logf("kill %d: SIGKILL of %s (pid %d); restarting it", k, p.Name, p.Cmd.Process.Pid)
 	return d.startWorker(ctx, i)
 }
 
@@ -215,10 +199,10 @@ func (d *drill) nextIntake() string {
 }
 
 // stopWorkers stops every worker (SIGTERM, then SIGKILL after 30 s).
-func (d *drill) stopWorkers() { stopEach(take(&d.mu, d.workers)) }
+func (d *drill) stopWorkers() { procs.StopEach(procs.Take(&d.mu, d.workers)) }
 
 // stopAll stops the workers, then the servers.
 func (d *drill) stopAll() {
 	d.stopWorkers()
-	stopEach(take(&d.mu, d.servers))
+	procs.StopEach(procs.Take(&d.mu, d.servers))
 }

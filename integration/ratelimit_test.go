@@ -71,7 +71,7 @@ func TestABurstStaysWithinSendysLimitAcrossTwoWorkers(t *testing.T) {
 	stop, err := app.StartWorkers(one.Client, workflows.TaskQueue, &activities.Activities{
 		Providers: map[provider.Name]provider.Client{provider.Sendy: second},
 		Policies:  one.Config.Policies, Ledger: one.Ledger, Logger: zap.NewNop(),
-	}, one.Config.RateLimits, time.Second)
+	}, one.Config.RateLimits, app.Tuning{StopTimeout: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(stop)
 

@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// Target is one of the issue's targets as this run measured it.
+type Target struct {
+	Backend string  `json:"backend"`
+	Name    string  `json:"name"`
+	Value   float64 `json:"value"`
+	// Bound is the target; AtMost says whether Value must stay at or
+	// under it (otherwise at or over it).
+	Bound  float64 `json:"bound"`
+	AtMost bool    `json:"atMost"`
+	Met    bool    `json:"met"`
+	// Unit names what Value counts ("x" for a ratio).
+	Unit string `json:"unit"`
+}
+
+func target(backend, name string, value, bound float64, atMost bool, unit string) Target {
+	met := value >= bound
+	if atMost {
+		met = value <= bound
+	}
+	return Target{Backend: backend, Name: name, Value: value, Bound: bound, AtMost: atMost, Met: met, Unit: unit}
+}
+
+// ratio is a/b, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// Targets compares the report with the targets: throughput beside bare
+// Temporal, the cost of duplicate starts, the tail latency, the memory
+// of runs awaiting a decision and the pace to Sendy.
+func (r Report) Targets() []Target {
+	var out []Target
+	rows := map[[2]string]Row{}
+	var backends []string
+	for _, row := range r.Rows {
+		if _, seen := rows[[2]string{row.Backend, ScenarioBare}]; !seen && row.Scenario == ScenarioBare {
+			backends = append(backends, row.Backend)
+		}
+		rows[[2]string{row.Backend, row.Scenario}] = row
+	}
+	for _, b := range backends {
+		bare, ours, three := rows[[2]string{b, ScenarioBare}], rows[[2]string{b, ScenarioOurs}], rows[[2]string{b, ScenarioOurs3x}]
+		cost := func(x Row) float64 { return float64(x.WorkerCPUPer1k + x.ServerCPUPer1k) }
+		out = append(out,
+			target(b, "ours/bare throughput to accepted", ratio(ours.AcceptedPerSec, bare.AcceptedPerSec), 0.8, false, "x"),
+			target(b, "ours/bare throughput to delivered", ratio(ours.DonePerSec, bare.DonePerSec), 0.7, false, "x"),
+			target(b, "ours-3x/ours time (starts 3x per event)", ratio(ours.DonePerSec, three.DonePerSec), 1.2, true, "x"),
+			target(b, "ours-3x/ours CPU (worker+server)", ratio(cost(three), cost(ours)), 1.2, true, "x"),
+			target(b, "ours/bare p99 start to accepted", ratio(float64(ours.ToAccepted.P99), float64(bare.ToAccepted.P99)), 1.5, true, "x"),
+		)
+	}
+	for _, m := range r.Memory {
+		out = append(out, target(m.Backend, fmt.Sprintf("worker memory, %d runs awaiting, sticky cache %d", m.Runs, m.StickyCache), m.RSSMB, 200, true, "MB"))
+	}
+	for _, s := range r.Sendy {
+		out = append(out,
+			target(s.Backend, fmt.Sprintf("pace to Sendy under its limit of %d/min", s.Limit), s.PerMinute, 0.95*float64(s.Limit), false, "/min"),
+			target(s.Backend, "429s from Sendy caused by our pace", float64(s.TooMany), 0, true, ""),
+		)
+	}
+	return out
+}
+
+// Print writes the report as tables.
+func (r Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "smsbench: %d events a scenario, %d starts at a time, %d cores, %s\n\n", r.N, r.Conc, r.Cores, r.At.Format("2006-01-02 15:04 MST"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backend\tscenario\tevents\tstarts\tevents/s accepted\tevents/s done\taccepted p50/p95/p99 s\tdone p50/p95/p99 s\tworker CPU s/1k\tserver CPU s/1k\tworker peak MB\thistory events\tmessages\t")
+	for _, x := range r.Rows {
+		server := fmt.Sprintf("%.1f", x.ServerCPUPer1k)
+		history := fmt.Sprintf("%.1f", x.HistoryEvents)
+		if x.Scenario == ScenarioDirect {
+			server, history = "-", "-"
+		}
+		messages := fmt.Sprint(x.Messages)
+		if x.Scenario == ScenarioBare {
+			messages = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%s\t%s\t%.1f\t%s\t%.0f\t%s\t%s\t\n",
+			x.Backend, x.Scenario, x.Events, x.Starts, x.AcceptedPerSec, x.DonePerSec,
+			pcts(x.ToAccepted), pcts(x.ToDone), x.WorkerCPUPer1k, server, x.WorkerPeakMB, history, messages)
+	}
+	_ = tw.Flush()
+	if len(r.Memory) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "backend\truns awaiting a decision\tsticky cache\tworker RSS MB\tworker peak MB\t")
+		for _, m := range r.Memory {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t\n", m.Backend, m.Runs, m.StickyCache, m.RSSMB, m.PeakMB)
+		}
+		_ = tw.Flush()
+	}
+	if len(r.Sendy) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "backend\tSendy events\tlimit/min\trequests\tbusy minutes\trequests/min\t429s\tmessages\t")
+		for _, s := range r.Sendy {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%.1f\t%d\t%d\t\n", s.Backend, s.Events, s.Limit, s.Requests, s.Minutes, s.PerMinute, s.TooMany, s.Accepted)
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "backend\ttarget\tmeasured\tbound\t\t")
+	for _, t := range r.Targets() {
+		op, verdict := ">=", "met"
+		if t.AtMost {
+			op = "<="
+		}
+		if !t.Met {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%s\t%s %.2f%s\t%s\t\n", t.Backend, t.Name, t.Value, t.Unit, op, t.Bound, t.Unit, verdict)
+	}
+	_ = tw.Flush()
+	for _, b := range r.backends() {
+		ours, direct := r.row(b, ScenarioOurs), r.row(b, ScenarioDirect)
+		fmt.Fprintf(w, "%s: ours/direct throughput to accepted %.2fx, to delivered %.2fx; CPU per 1k events ours (worker+server) %.1f s, direct %.1f s\n",
+			b, ratio(ours.AcceptedPerSec, direct.AcceptedPerSec), ratio(ours.DonePerSec, direct.DonePerSec),
+			float64(ours.WorkerCPUPer1k+ours.ServerCPUPer1k), float64(direct.WorkerCPUPer1k))
+	}
+}
+
+func (r Report) backends() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, x := range r.Rows {
+		if !seen[x.Backend] {
+			seen[x.Backend] = true
+			out = append(out, x.Backend)
+		}
+	}
+	return out
+}
+
+func (r Report) row(backend, scenario string) Row {
+	for _, x := range r.Rows {
+		if x.Backend == backend && x.Scenario == scenario {
+			return x
+		}
+	}
+	return Row{}
+}
+
+func pcts(l Latencies) string {
+	if l.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f/%.2f/%.2f", l.P50, l.P95, l.P99)
+}

@@ -1,0 +1,23 @@
+// Command smsbench measures the orchestrator beside bare Temporal and a
+// plain HTTP loop, on this machine, in one run (see the bench package
+// and the README's "Performance").
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/acme/smsorch/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := bench.Main(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "smsbench:", err)
+		os.Exit(1)
+	}
+}
