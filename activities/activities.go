@@ -54,6 +54,10 @@ const (
 	// ErrWrongLedger: this worker's ledger is not the one that claimed
 	// the event; retried, so a worker with the right ledger takes it.
 	ErrWrongLedger = "SmsWrongLedger"
+	// ErrNotFinal: the message's delivery status is not final yet (Status
+	// with UntilFinal); retried on the tracking schedule. It is expected,
+	// so it carries the benign category: no failure in metrics or logs.
+	ErrNotFinal = "SmsStatusNotFinal"
 )
 
 // NonRetryable lists the error types no retry can fix.
@@ -540,6 +544,11 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 // StatusInput names the message to look up.
 type StatusInput struct {
 	Provider, MessageID string
+	// UntilFinal makes a status that is not final yet an ErrNotFinal
+	// failure, so the activity's retry policy is the polling schedule:
+	// one activity and no workflow task for every lookup until the
+	// status is final.
+	UntilFinal bool `json:"untilFinal,omitempty"`
 }
 
 // Status returns the provider's current record of a message.
@@ -549,6 +558,11 @@ func (a *Activities) Status(ctx context.Context, in StatusInput) (provider.Messa
 		return provider.Message{}, err
 	}
 	m, err := c.Get(ctx, in.MessageID)
+	if err == nil && in.UntilFinal && !m.Status.Final() {
+		return provider.Message{}, temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("message %s is %s, not final yet: looking again on the tracking schedule", in.MessageID, m.Status),
+			ErrNotFinal, temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
+	}
 	return lean(m), err
 }
 

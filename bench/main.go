@@ -123,7 +123,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	return nil
+	return rep.Check(cfg)
 }
 
 // runBareWorker is the -role bare-worker child: the bare workflow's

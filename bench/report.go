@@ -159,3 +159,43 @@ func pcts(l Latencies) string {
 	}
 	return fmt.Sprintf("%.2f/%.2f/%.2f", l.P50, l.P95, l.P99)
 }
+
+// Check reports a row the run should have printed and did not, or one
+// that measured fewer events than it started: a smoke run's assertion,
+// with no timing in it.
+func (r Report) Check(cfg Config) error {
+	for _, b := range cfg.Backends {
+		if !cfg.SkipThroughput {
+			for _, sc := range []string{ScenarioBare, ScenarioOurs, ScenarioOurs3x, ScenarioDirect} {
+				x := r.row(b, sc)
+				switch {
+				case x.Scenario == "":
+					return fmt.Errorf("%s: no %s row", b, sc)
+				case x.ToDone.N != cfg.N || x.ToAccepted.N != cfg.N:
+					return fmt.Errorf("%s %s: %d events done and %d accepted of %d", b, sc, x.ToDone.N, x.ToAccepted.N, cfg.N)
+				case sc != ScenarioBare && x.Messages != cfg.N:
+					return fmt.Errorf("%s %s: the simulator created %d messages for %d events", b, sc, x.Messages, cfg.N)
+				}
+			}
+		}
+		n := 0
+		for _, m := range r.Memory {
+			if m.Backend == b && m.RSSMB > 0 {
+				n++
+			}
+		}
+		if cfg.Await > 0 && n != len(cfg.CacheSizes) {
+			return fmt.Errorf("%s: %d memory rows, not %d", b, n, len(cfg.CacheSizes))
+		}
+		n = 0
+		for _, s := range r.Sendy {
+			if s.Backend == b && s.Accepted > 0 {
+				n++
+			}
+		}
+		if cfg.SendyEvents > 0 && n != 1 {
+			return fmt.Errorf("%s: no Sendy row with a message sent", b)
+		}
+	}
+	return nil
+}

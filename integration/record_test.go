@@ -110,6 +110,25 @@ func TestRecordHistories(t *testing.T) {
 			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]string{"reason": "customer called", "by": "erin"}))
 			return ended(t, in.Key)
 		}},
+		// versionLeanHistory: ledger steps as local activities, delivery
+		// tracked by one Status activity retried until final.
+		{"v4-bird-delivered-lean.json", func(t *testing.T) string {
+			return finished(t, input(provider.Bird, newKey("shipped")))
+		}},
+		{"v4-failed-delivery-then-resend.json", func(t *testing.T) string {
+			in := input(provider.Bird, newKey("shipped"))
+			fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
+			_, err := start(ctx, in)
+			require.NoError(t, err)
+			awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"}))
+			return ended(t, in.Key)
+		}},
+		{"v4-sendy-down-reconcile-cancel.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Sendy)
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalCancel, map[string]string{"reason": "customer ordered again", "by": "erin"}))
+			return ended(t, in.Key)
+		}},
 		{"v1-temporal-cancellation.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
 			require.NoError(t, stack.Client.CancelWorkflow(ctx, in.Key, ""))

@@ -426,3 +426,39 @@ func checkProviderQueues(t *testing.T, key string, p provider.Name) {
 	require.Positive(t, seen["Reconcile"])
 	require.Positive(t, seen["Status"])
 }
+
+// A delivered run since versionLeanHistory, as the server holds it: the
+// ledger steps are markers of local activities, delivery is tracked by
+// one Status activity however many lookups it took, and the search
+// attributes are upserted only when the state changes.
+func TestADeliveredRunHasALeanHistory(t *testing.T) {
+	t.Parallel()
+	// Through the Go API, which sets the search attributes at the start.
+	started, err := goAPI().Send(context.Background(), event(provider.Bird, uniqueID()))
+	require.NoError(t, err)
+	res, err := result(t, stack.Client.GetWorkflow(context.Background(), started.Key, started.RunID))
+	require.NoError(t, err)
+	require.Equal(t, workflows.Delivered, res.State)
+	it := stack.Client.GetWorkflowHistory(context.Background(), started.Key, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	events, markers, upserts, tasks := 0, 0, 0, map[string]int{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		events++
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			markers++
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			upserts++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			tasks[ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()]++
+		}
+	}
+	require.Equal(t, map[string]int{"Send": 1, "Status": 1}, tasks, "only the provider's calls are activity tasks")
+	require.GreaterOrEqual(t, markers, 3, "Prepare and Settle as local activities, besides the version marker")
+	// The SDK's own upsert of the version, then Accepted and Delivered:
+	// the start set Sending, the provider and the key.
+	require.LessOrEqual(t, upserts, 3, "the start set the attributes; only changes are upserted")
+	require.LessOrEqual(t, events, 28, "40 before versionLeanHistory")
+	t.Logf("a delivered run: %d history events, %d markers, %d upserts", events, markers, upserts)
+}

@@ -263,11 +263,10 @@ func (r *run) run() (Result, error) {
 // run has ended: Failed (invalid event, key conflict) or Duplicate (the
 // ledger says the event was settled before; nothing is sent).
 func (r *run) prepare() (ended bool) {
-	ctx := r.planOptions()
 	var out activities.PrepareOutput
-	err := workflow.ExecuteActivity(ctx, a.Prepare, activities.PrepareInput{
+	err := r.ledgerStep(planOptions(), a.Prepare, activities.PrepareInput{
 		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text,
-	}).Get(ctx, &out)
+	}).Get(r.ctx, &out)
 	if err != nil {
 		r.st.State, r.st.Reason = Failed, "the event cannot be sent as given: "+errorMessage(err)
 		r.note("%s", r.st.Reason)
@@ -332,11 +331,10 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	if last.Key == r.in.Key {
 		return false
 	}
-	ctx := r.planOptions()
 	var req provider.Request
-	if err := workflow.ExecuteActivity(ctx, a.Plan, activities.PlanInput{
+	if err := r.ledgerStep(planOptions(), a.Plan, activities.PlanInput{
 		EventKey: r.in.Key, SendKey: last.Key, Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
-	}).Get(ctx, &req); err != nil {
+	}).Get(r.ctx, &req); err != nil {
 		r.st.State, r.st.Reason = Failed, "cannot plan the request of "+last.Key+" again: "+errorMessage(err)
 		r.note("%s", r.st.Reason)
 		return true
@@ -362,14 +360,30 @@ func (r *run) uncertainSince(since time.Time) {
 // planOptions are for Prepare and Plan: retried until the worker can do
 // them (a ledger or a provider setting may be missing for a while), except
 // an event that is invalid as given.
-func (r *run) planOptions() workflow.Context {
-	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+func planOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{activities.ErrInvalidRequest},
 		},
-	})
+	}
+}
+
+// ledgerStep runs one of the worker's own steps (Prepare, Plan, Settle),
+// which call no provider. Since versionLeanHistory it is a local
+// activity: it runs inside the workflow task that asks for it and leaves
+// one marker in the history, not a task and three events of its own.
+// Each of them is safe to run again (a claim finds its own claim, a plan
+// is the same bytes, the first settle wins), as a local activity may be.
+func (r *run) ledgerStep(opts workflow.ActivityOptions, fn, arg any) workflow.Future {
+	if r.v >= versionLeanHistory {
+		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout, RetryPolicy: opts.RetryPolicy,
+		})
+		return workflow.ExecuteLocalActivity(ctx, fn, arg)
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), fn, arg)
 }
 
 // send runs the send activity until the message is accepted, the request
@@ -703,8 +717,16 @@ func (r *run) track() (State, bool) {
 		}
 		interval = min(2*interval, r.policy.StatusPollMax)
 		var m provider.Message
-		if err := workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.in.Provider, MessageID: id}).Get(ctx, &m); err != nil {
-			r.note("status lookup of %s failed, trying again later: %s", id, errorMessage(err))
+		var err error
+		if r.v >= versionLeanHistory {
+			m, err = r.lookUntilFinal(id, limit, interval)
+		} else {
+			err = workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.in.Provider, MessageID: id}).Get(ctx, &m)
+		}
+		if err != nil {
+			if !notFinalYet(err) {
+				r.note("status lookup of %s failed, trying again later: %s", id, errorMessage(err))
+			}
 			continue
 		}
 		if string(m.Status) != r.st.DeliveryStatus {
@@ -721,6 +743,45 @@ func (r *run) track() (State, bool) {
 			return AwaitingDecision, false
 		}
 	}
+}
+
+// lookUntilFinal looks the message up until its status is final, as one
+// Status activity whose retries, first after interval and then doubling
+// up to StatusPollMax, are the polling schedule: no workflow task for a
+// lookup that finds nothing new. It ends at the tracking limit, or
+// earlier when the late look for a second message is due.
+func (r *run) lookUntilFinal(id string, limit time.Time, interval time.Duration) (provider.Message, error) {
+	now := workflow.Now(r.ctx)
+	budget := limit.Sub(now)
+	if r.recheckPending() {
+		if d := r.recheckAt.Sub(now); d > 0 && d < budget {
+			budget = d
+		}
+	}
+	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: budget,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: interval, BackoffCoefficient: 2, MaximumInterval: r.policy.StatusPollMax,
+			// The budget ends the lookups; the cap is explicit because 0
+			// means 10 in the SDK's test environment.
+			MaximumAttempts: int32(budget/interval) + 2,
+		},
+	}, PurposeLookup))
+	var m provider.Message
+	err := workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.in.Provider, MessageID: id, UntilFinal: true}).Get(ctx, &m)
+	return m, err
+}
+
+// notFinalYet reports a lookUntilFinal that ran out of its budget with
+// the status still not final: expected, not worth a line in the timeline.
+func notFinalYet(err error) bool {
+	var appErr *temporal.ApplicationError
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrNotFinal {
+		return true
+	}
+	return errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE
 }
 
 // await waits for a person's decision until the decision deadline. Since
@@ -845,11 +906,10 @@ func (r *run) resend(d Decision) (State, bool) {
 		r.st.Reason = "cannot derive the resend key: " + err.Error()
 		return Failed, false
 	}
-	ctx := r.planOptions()
 	var req provider.Request
-	if err := workflow.ExecuteActivity(ctx, a.Plan, activities.PlanInput{
+	if err := r.ledgerStep(planOptions(), a.Plan, activities.PlanInput{
 		EventKey: r.in.Key, SendKey: string(key), Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
-	}).Get(ctx, &req); err != nil {
+	}).Get(r.ctx, &req); err != nil {
 		r.st.Reason = "cannot plan the resend: " + errorMessage(err)
 		return Failed, false
 	}
@@ -944,18 +1004,18 @@ func (r *run) settle() {
 			mh.WithTags(map[string]string{"kind": "possible"}).Counter(name.Duplicates).Inc(1)
 		}
 	}()
-	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+	opts := workflow.ActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 24 * time.Hour,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute,
 			MaximumAttempts: 24 * 12, // the day bounds it; explicit for the SDK's test environment
 		},
-	})
+	}
 	var out activities.SettleOutput
-	err := workflow.ExecuteActivity(ctx, a.Settle, activities.SettleInput{
+	err := r.ledgerStep(opts, a.Settle, activities.SettleInput{
 		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
-	}).Get(ctx, &out)
+	}).Get(r.ctx, &out)
 	switch {
 	case err != nil:
 		was := r.st.State
@@ -981,11 +1041,30 @@ func (r *run) setState(s State) {
 }
 
 func (r *run) upsertSearch() {
+	if r.v >= versionLeanHistory && r.searchUpToDate() {
+		return
+	}
 	_ = workflow.UpsertTypedSearchAttributes(r.ctx,
 		StateAttribute.ValueSet(string(r.st.State)),
 		ProviderAttribute.ValueSet(r.in.Provider),
 		KeyAttribute.ValueSet(r.in.Key),
 	)
+}
+
+// searchUpToDate reports whether the run's search attributes (as the
+// start set them, or the last upsert) already hold its state, provider
+// and key: an upsert would only add an event.
+func (r *run) searchUpToDate() bool {
+	sa := workflow.GetTypedSearchAttributes(r.ctx)
+	for _, kv := range []struct {
+		key  temporal.SearchAttributeKeyKeyword
+		want string
+	}{{StateAttribute, string(r.st.State)}, {ProviderAttribute, r.in.Provider}, {KeyAttribute, r.in.Key}} {
+		if got, ok := sa.GetKeyword(kv.key); !ok || got != kv.want {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *run) addMessage(id string) {
@@ -1066,6 +1145,11 @@ func errorMessage(err error) string {
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
 		return "timed out (" + timeout.TimeoutType().String() + ")"
+	}
+	// A local activity's own error, without the wrapper's ids.
+	var actErr *temporal.ActivityError
+	if errors.As(err, &actErr) && errors.Unwrap(actErr) != nil {
+		return errors.Unwrap(actErr).Error()
 	}
 	return err.Error()
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -199,6 +200,54 @@ func TestAcceptedThenDelivered(t *testing.T) {
 	require.True(t, timelineHas(s, "message m-1 is sent"))
 	require.True(t, timelineHas(s, "message m-1 is delivered"))
 	require.Equal(t, "+31612…78", s.To)
+}
+
+// Since versionLeanHistory the run tracks delivery with one Status
+// activity whose retries are the polling schedule (10 s, then 20 s and
+// 40 s later): a lookup that finds the status not final yet costs no
+// workflow task and leaves no failure in the timeline.
+func TestDeliveryIsTrackedByOneActivityWhoseRetriesPoll(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	var mu sync.Mutex
+	var attempts []int32
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == "Status" {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts = append(attempts, info.Attempt)
+		}
+	})
+	ss := []provider.Status{provider.StatusSent, provider.StatusSent, provider.StatusDelivered}
+	var calls []activities.StatusInput
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, in)
+		s := ss[min(len(calls)-1, len(ss)-1)]
+		if in.UntilFinal && !s.Final() {
+			return provider.Message{}, temporal.NewApplicationErrorWithOptions("not final", activities.ErrNotFinal,
+				temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
+		}
+		return provider.Message{ID: in.MessageID, Status: s}, nil
+	})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Len(t, calls, 3)
+	for _, c := range calls {
+		require.True(t, c.UntilFinal, "every lookup asks for a final status")
+	}
+	require.Equal(t, []int32{1, 2, 3}, attempts, "one activity, retried: not three")
+	require.WithinDuration(t, h.start.Add(70*time.Second), h.env.Now(), time.Second)
+	s := h.query()
+	require.True(t, timelineHas(s, "message m-1 is delivered"))
+	require.False(t, timelineHas(s, "status lookup"), "a status not final yet is not a failure")
 }
 
 func TestRetriesWhatIsSafeWithTheSameRequest(t *testing.T) {
@@ -654,35 +703,53 @@ func TestResendAfterFailureFollowsTheLiveMessageFound(t *testing.T) {
 // Runs since versionProviderQueues call the provider from its own task
 // queues, sends apart from lookups, where the workers' fleet-wide rate
 // limits apply; what does not call the provider stays on the run's queue.
+// Since versionLeanHistory the ledger steps are local activities: they
+// run inside the run's workflow tasks, on no task queue of their own.
 func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	var mu sync.Mutex
-	queues := map[string]map[string]bool{}
-	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		mu.Lock()
-		defer mu.Unlock()
-		if queues[info.ActivityType.Name] == nil {
-			queues[info.ActivityType.Name] = map[string]bool{}
-		}
-		queues[info.ActivityType.Name][info.TaskQueue] = true
-	})
-	h.unknownThenFound()
-	runQueue := ""
-	for q := range queues["Prepare"] {
-		runQueue = q
+	for _, v := range []workflow.Version{versionProviderQueues, versionLeanHistory} {
+		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
+			var mu sync.Mutex
+			queues, local := map[string]map[string]bool{}, map[string]map[string]bool{}
+			record := func(into map[string]map[string]bool, info *activity.Info) {
+				mu.Lock()
+				defer mu.Unlock()
+				if into[info.ActivityType.Name] == nil {
+					into[info.ActivityType.Name] = map[string]bool{}
+				}
+				into[info.ActivityType.Name][info.TaskQueue] = true
+			}
+			h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) { record(queues, info) })
+			h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) { record(local, info) })
+			h.unknownThenFound()
+			steps := queues
+			if v >= versionLeanHistory {
+				steps = local
+				for _, step := range []string{"Prepare", "Plan", "Settle"} {
+					require.Empty(t, queues[step], step+" is a local activity, not a task of its own")
+				}
+				require.NotEmpty(t, local["Settle"])
+			}
+			runQueue := ""
+			for q := range steps["Prepare"] {
+				runQueue = q
+			}
+			require.NotEmpty(t, runQueue)
+			send, lookup := ProviderTaskQueue(runQueue, "bird", PurposeSend), ProviderTaskQueue(runQueue, "bird", PurposeLookup)
+			require.Equal(t, "sms-bird-send", ProviderTaskQueue(TaskQueue, "bird", PurposeSend))
+			require.Equal(t, map[string]bool{send: true}, queues["Send"])
+			require.Equal(t, map[string]bool{lookup: true}, queues["Reconcile"])
+			require.Equal(t, map[string]bool{lookup: true}, queues["Status"])
+			for _, other := range []string{"Prepare", "Plan", "Settle"} {
+				for q := range steps[other] {
+					require.NotContains(t, []string{send, lookup}, q, other+" does not call the provider")
+				}
+			}
+		})
 	}
-	send, lookup := ProviderTaskQueue(runQueue, "bird", PurposeSend), ProviderTaskQueue(runQueue, "bird", PurposeLookup)
-	require.Equal(t, "sms-bird-send", ProviderTaskQueue(TaskQueue, "bird", PurposeSend))
-	require.Equal(t, map[string]bool{send: true}, queues["Send"])
-	require.Equal(t, map[string]bool{lookup: true}, queues["Reconcile"])
-	require.Equal(t, map[string]bool{lookup: true}, queues["Status"])
-	for _, other := range []string{"Prepare", "Plan", "Settle"} {
-		for q := range queues[other] {
-			require.NotContains(t, []string{send, lookup}, q, other+" does not call the provider")
-		}
-	}
-	require.NotEmpty(t, queues["Prepare"])
 }
 
 // Runs from before versionProviderQueues keep every activity on their

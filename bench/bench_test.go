@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSummariseTakesTheNearestRank(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	l := summarise(ds)
+	require.Equal(t, Latencies{P50: 0.05, P95: 0.095, P99: 0.099, Max: 0.1, N: 100}, l)
+	require.Equal(t, Latencies{P50: 0.007, P95: 0.007, P99: 0.007, Max: 0.007, N: 1}, summarise([]time.Duration{7 * time.Millisecond}))
+	require.Zero(t, summarise(nil))
+}
+
+func TestReadUsageOfThisProcess(t *testing.T) {
+	u, err := readUsage("self")
+	require.NoError(t, err)
+	require.Positive(t, u.RSS)
+	require.GreaterOrEqual(t, u.PeakRSS, u.RSS)
+	_, err = readUsage("0")
+	require.ErrorContains(t, err, "process 0")
+}
+
+func TestFillMeasuresFromTheFirstStart(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	runs := map[string]*run{}
+	for i := range 10 {
+		start := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		runs[string(rune('a'+i))] = &run{start: start, accepted: start.Add(time.Second), done: start.Add(2 * time.Second), events: 26}
+	}
+	var row Row
+	fill(&row, runs)
+	// The last of 10 events was accepted 1.9 s after the first start.
+	require.InDelta(t, 10/1.9, row.AcceptedPerSec, 1e-9)
+	require.InDelta(t, 10/2.9, row.DonePerSec, 1e-9)
+	require.Equal(t, Seconds(1), row.ToAccepted.P99)
+	require.Equal(t, Seconds(2), row.ToDone.P50)
+	require.Equal(t, 26.0, row.HistoryEvents)
+}
+
+func TestPaceCountsTheBusyTimeUpToTheLastSend(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var reqs []simRequest
+	for i := range 61 { // 61 requests a second apart: 60 a minute
+		m, status := "POST", 202
+		if i%4 == 3 {
+			m, status = "GET", 200
+		}
+		if i == 30 {
+			status = 429
+		}
+		reqs = append(reqs, simRequest{At: t0.Add(time.Duration(i) * time.Second), Method: m, Status: status})
+	}
+	reqs[60].Method = "POST"
+	// Lookups after the last send are not the busy time.
+	reqs = append(reqs, simRequest{At: t0.Add(5 * time.Minute), Method: "GET", Status: 200})
+	n, tooMany, minutes, perMinute := pace(reqs)
+	require.Equal(t, 61, n)
+	require.Equal(t, 1, tooMany)
+	require.InDelta(t, 1.0, minutes, 1e-9)
+	require.InDelta(t, 60.0, perMinute, 1e-9)
+	n, _, _, perMinute = pace(reqs[:1])
+	require.Equal(t, 1, n)
+	require.Zero(t, perMinute)
+}
+
+func report() Report {
+	rows := []Row{
+		{Backend: "sqlite", Scenario: ScenarioBare, AcceptedPerSec: 30, DonePerSec: 30, ToAccepted: Latencies{P99: 2, N: 4}, ToDone: Latencies{N: 4}, WorkerCPUPer1k: 8, ServerCPUPer1k: 40},
+		{Backend: "sqlite", Scenario: ScenarioOurs, AcceptedPerSec: 27, DonePerSec: 20, ToAccepted: Latencies{P99: 3.2, N: 4}, ToDone: Latencies{N: 4}, WorkerCPUPer1k: 20, ServerCPUPer1k: 80, Messages: 4},
+		{Backend: "sqlite", Scenario: ScenarioOurs3x, AcceptedPerSec: 25, DonePerSec: 18, ToAccepted: Latencies{N: 4}, ToDone: Latencies{N: 4}, WorkerCPUPer1k: 22, ServerCPUPer1k: 100, Messages: 4},
+		{Backend: "sqlite", Scenario: ScenarioDirect, AcceptedPerSec: 900, DonePerSec: 60, ToAccepted: Latencies{N: 4}, ToDone: Latencies{N: 4}, WorkerCPUPer1k: 1, Messages: 4},
+	}
+	return Report{N: 4, Rows: rows,
+		Memory: []MemoryRow{{Backend: "sqlite", StickyCache: 1000, Runs: 4, RSSMB: 150}},
+		Sendy:  []SendyRow{{Backend: "sqlite", Limit: 60, PerMinute: 56, TooMany: 0, Accepted: 3}},
+	}
+}
+
+func TestTargetsCompareWithTheBounds(t *testing.T) {
+	got := map[string]Target{}
+	for _, x := range report().Targets() {
+		got[x.Name] = x
+	}
+	require.Len(t, got, 8)
+	acc := got["ours/bare throughput to accepted"]
+	require.InDelta(t, 0.9, acc.Value, 1e-9)
+	require.True(t, acc.Met)
+	done := got["ours/bare throughput to delivered"]
+	require.InDelta(t, 20.0/30, done.Value, 1e-9)
+	require.False(t, done.Met, "0.67 is under 0.7")
+	require.InDelta(t, 20.0/18, got["ours-3x/ours time (starts 3x per event)"].Value, 1e-9)
+	require.InDelta(t, 122.0/100, got["ours-3x/ours CPU (worker+server)"].Value, 1e-9)
+	require.False(t, got["ours-3x/ours CPU (worker+server)"].Met)
+	require.InDelta(t, 1.6, got["ours/bare p99 start to accepted"].Value, 1e-9)
+	require.False(t, got["ours/bare p99 start to accepted"].Met)
+	require.False(t, got["pace to Sendy under its limit of 60/min"].Met, "56 is under 57")
+	require.True(t, got["429s from Sendy caused by our pace"].Met)
+}
+
+func TestPrintShowsEveryRowAndTarget(t *testing.T) {
+	var b bytes.Buffer
+	report().Print(&b)
+	out := b.String()
+	for _, want := range []string{"bare", "ours-3x", "direct", "runs awaiting a decision", "Sendy events", "MISSED", "met", "ours/direct throughput"} {
+		require.Contains(t, out, want)
+	}
+	require.Equal(t, 1, strings.Count(out, "ours/bare throughput to accepted"))
+}
+
+func TestCheckFindsAMissingOrShortRow(t *testing.T) {
+	cfg := Config{N: 4, Backends: []string{"sqlite"}, Await: 4, CacheSizes: []int{1000}, SendyEvents: 3}
+	require.NoError(t, report().Check(cfg))
+	r := report()
+	r.Rows = r.Rows[:3]
+	require.ErrorContains(t, r.Check(cfg), "no direct row")
+	r = report()
+	r.Rows[1].Messages = 5
+	require.ErrorContains(t, r.Check(cfg), "created 5 messages for 4 events")
+	r = report()
+	r.Rows[2].ToDone.N = 3
+	require.ErrorContains(t, r.Check(cfg), "3 events done")
+	cfg.Backends = append(cfg.Backends, "postgres")
+	require.ErrorContains(t, report().Check(cfg), "postgres: no bare row")
+}
