@@ -96,15 +96,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	cfg.Log = stderr
-	if cfg.Bins.Worker == "" || cfg.Bins.Simulator == "" {
-		root, err := procs.ModuleRoot()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "building the worker and the simulator into %s\n", filepath.Join(cfg.Dir, "bin"))
-		if cfg.Bins, err = procs.Build(ctx, root, filepath.Join(cfg.Dir, "bin"), stderr); err != nil {
-			return err
-		}
+	if cfg.Bins, err = procs.Ensure(ctx, cfg.Bins, filepath.Join(cfg.Dir, "bin"), stderr); err != nil {
+		return err
 	}
 	rep, err := Run(ctx, cfg)
 	if err != nil {

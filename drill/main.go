@@ -59,17 +59,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Kills = -1 // Config's zero means the default; -kills 0 means none
 	}
 	cfg.Progress = stderr
-	cfg.Bins = procs.Binaries{Worker: *workerBin, Simulator: *simBin}
-	if cfg.Bins.Worker == "" || cfg.Bins.Simulator == "" {
-		root, err := procs.ModuleRoot()
-		if err == nil {
-			fmt.Fprintln(stderr, "smsdrill: building the worker and the simulator")
-			cfg.Bins, err = procs.Build(ctx, root, filepath.Join(*dir, "bin"), stderr)
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "smsdrill:", err)
-			return 1
-		}
+	if cfg.Bins, err = procs.Ensure(ctx, procs.Binaries{Worker: *workerBin, Simulator: *simBin}, filepath.Join(*dir, "bin"), stderr); err != nil {
+		fmt.Fprintln(stderr, "smsdrill:", err)
+		return 1
 	}
 	fmt.Fprintf(stdout, "smsdrill: seeds %s, %d events each, working directory %s\n", joinSeeds(list), cfg.Events, *dir)
 	type drillJSON struct {

@@ -67,13 +67,7 @@ func TestRecordHistories(t *testing.T) {
 			return finished(t, in)
 		}},
 		{"v1-failed-delivery-then-resend.json", func(t *testing.T) string {
-			in := input(provider.Bird, newKey("shipped"))
-			fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
-			_, err := start(ctx, in)
-			require.NoError(t, err)
-			awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"}))
-			return ended(t, in.Key)
+			return failedThenResent(t)
 		}},
 		{"v1-blind-resend-forced.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Sendy)
@@ -116,13 +110,7 @@ func TestRecordHistories(t *testing.T) {
 			return finished(t, input(provider.Bird, newKey("shipped")))
 		}},
 		{"v4-failed-delivery-then-resend.json", func(t *testing.T) string {
-			in := input(provider.Bird, newKey("shipped"))
-			fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
-			_, err := start(ctx, in)
-			require.NoError(t, err)
-			awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"}))
-			return ended(t, in.Key)
+			return failedThenResent(t)
 		}},
 		{"v4-sendy-down-reconcile-cancel.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Sendy)
@@ -139,6 +127,18 @@ func TestRecordHistories(t *testing.T) {
 			save(t, dir, rec.name, rec.run(t))
 		})
 	}
+}
+
+// failedThenResent runs an event whose message fails, resent by a
+// decision, and returns its key once the run ended.
+func failedThenResent(t *testing.T) string {
+	in := input(provider.Bird, newKey("shipped"))
+	fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
+	_, err := start(context.Background(), in)
+	require.NoError(t, err)
+	awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", workflows.SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"}))
+	return ended(t, in.Key)
 }
 
 // finished starts the event and waits for its run to end.

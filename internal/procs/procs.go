@@ -47,6 +47,20 @@ func Build(ctx context.Context, root, dir string, log io.Writer) (Binaries, erro
 	return b, nil
 }
 
+// Ensure returns bins when both programs are given, or builds both from
+// the module around the working directory into dir.
+func Ensure(ctx context.Context, bins Binaries, dir string, log io.Writer) (Binaries, error) {
+	if bins.Worker != "" && bins.Simulator != "" {
+		return bins, nil
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return bins, err
+	}
+	fmt.Fprintf(log, "building the worker and the simulator into %s\n", dir)
+	return Build(ctx, root, dir, log)
+}
+
 // ModuleRoot finds the directory of the go.mod above the working directory.
 func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
