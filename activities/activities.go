@@ -561,7 +561,7 @@ func (a *Activities) Status(ctx context.Context, in StatusInput) (provider.Messa
 	if err == nil && in.UntilFinal && !m.Status.Final() {
 		return provider.Message{}, temporal.NewApplicationErrorWithOptions(
 			fmt.Sprintf("message %s is %s, not final yet: looking again on the tracking schedule", in.MessageID, m.Status),
-			ErrNotFinal, temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
+			ErrNotFinal, temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign, Details: []any{lean(m)}})
 	}
 	return lean(m), err
 }

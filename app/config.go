@@ -370,7 +370,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		})
 	}
 	fs.DurationVar(&c.StopTimeout, "stop-timeout", DefaultStopTimeout, "on SIGTERM, how long to wait for sends in flight to finish and be recorded (a second signal exits at once)")
-	fs.IntVar(&c.StickyCacheSize, "sticky-cache", 0, "runs kept in memory between their workflow tasks (0: the SDK's 10000); smaller saves memory, at the cost of a replay of a run's history when it leaves the cache")
+	fs.IntVar(&c.StickyCacheSize, "sticky-cache", DefaultStickyCacheSize, "runs kept in memory between their workflow tasks (about 85 KB each); a run that left the cache replays its history at its next task")
 	fs.IntVar(&c.WorkflowPollers, "workflow-pollers", 0, "long polls per workflow task queue (0: the SDK's 2)")
 	fs.IntVar(&c.ActivityPollers, "activity-pollers", 0, "long polls per activity task queue (0: the SDK's 2)")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", activities.DefaultPolicy().AttemptTimeout, "bound of one HTTP attempt to a provider")

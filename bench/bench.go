@@ -121,6 +121,10 @@ type MemoryRow struct {
 	Runs        int     `json:"runs"`
 	RSSMB       float64 `json:"rssMb"`
 	PeakMB      float64 `json:"peakMb"`
+	// AnonMB is the worker's own memory in RSS, without the program's
+	// file pages (which the server process, running the same program,
+	// shares).
+	AnonMB float64 `json:"anonMb"`
 }
 
 // SendyRow is the pace to Sendy under its limit.
@@ -293,7 +297,7 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 		return row, err
 	}
 	q := visibilityQuery(wfType, since)
-	if err := awaitCount(ctx, c, q+" AND ExecutionStatus = 'Running'", 0, s.timeout()); err != nil {
+	if err := awaitCount(ctx, c, q+" AND ExecutionStatus = 'Running'", 0, timeout(s.cfg.N)); err != nil {
 		return row, err
 	}
 	wAfter, err := readUsage(strconv.Itoa(w.Cmd.Process.Pid))
@@ -326,10 +330,10 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 	return row, nil
 }
 
-// timeout bounds a scenario's wait for its runs: generous, since a slow
-// machine is measured, not failed.
-func (s *stack) timeout() time.Duration {
-	return 5*time.Minute + time.Duration(s.cfg.N)*time.Second/2
+// timeout bounds a scenario's wait for its n runs: generous (2 a
+// second), since a slow machine is measured, not failed.
+func timeout(n int) time.Duration {
+	return 5*time.Minute + time.Duration(n)*time.Second/2
 }
 
 func per1k(d time.Duration, n int) Seconds {
@@ -383,7 +387,9 @@ func (s *stack) direct(ctx context.Context) (Row, error) {
 	if err != nil {
 		return row, err
 	}
-	if err := p.Wait(ctx); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, timeout(s.cfg.N))
+	defer cancel()
+	if err := p.Wait(wctx); err != nil {
 		return row, fmt.Errorf("the direct loop failed (see %s): %w", filepath.Join(s.dir, "direct.log"), err)
 	}
 	b, err := os.ReadFile(out)
@@ -435,7 +441,7 @@ func (s *stack) awaiting(ctx context.Context, c client.Client, st *starter.Start
 		return m, err
 	}
 	q := ourQuery(since) + fmt.Sprintf(" AND %s = '%s'", workflows.StateAttribute.GetName(), workflows.AwaitingDecision)
-	if err := awaitCount(ctx, c, q, int64(s.cfg.Await), s.timeout()); err != nil {
+	if err := awaitCount(ctx, c, q, int64(s.cfg.Await), timeout(s.cfg.Await)); err != nil {
 		return m, err
 	}
 	time.Sleep(2 * time.Second) // the last tasks' completions
@@ -443,7 +449,7 @@ func (s *stack) awaiting(ctx context.Context, c client.Client, st *starter.Start
 	if err != nil {
 		return m, err
 	}
-	m.RSSMB, m.PeakMB = float64(u.RSS)/workerMemoryMiB, float64(u.PeakRSS)/workerMemoryMiB
+	m.RSSMB, m.PeakMB, m.AnonMB = float64(u.RSS)/workerMemoryMiB, float64(u.PeakRSS)/workerMemoryMiB, float64(u.AnonRSS)/workerMemoryMiB
 	return m, nil
 }
 
@@ -494,7 +500,7 @@ func pace(reqs []simRequest) (n, tooMany int, minutes, perMinute float64) {
 			last = i
 		}
 	}
-	if last < 1 {
+	if last < 1 || !reqs[last].At.After(reqs[0].At) {
 		return last + 1, 0, 0, 0
 	}
 	busy := reqs[:last+1]

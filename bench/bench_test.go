@@ -25,6 +25,8 @@ func TestReadUsageOfThisProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, u.RSS)
 	require.GreaterOrEqual(t, u.PeakRSS, u.RSS)
+	require.Positive(t, u.AnonRSS)
+	require.Less(t, u.AnonRSS, u.RSS)
 	_, err = readUsage("0")
 	require.ErrorContains(t, err, "process 0")
 }

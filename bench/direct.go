@@ -69,12 +69,14 @@ func RunDirect(ctx context.Context, cfg DirectConfig, out io.Writer) error {
 			return fmt.Errorf("event %s: %w", plan.Key, err)
 		}
 		accepted := time.Now()
-		for {
-			time.Sleep(cfg.StatusPoll)
-			m, err := bc.Get(ctx, id)
-			if err == nil && m.Status.Final() {
-				break
+		for final := false; !final; {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("event %s: no final status before the end: %w", plan.Key, ctx.Err())
+			case <-time.After(cfg.StatusPoll):
 			}
+			m, err := bc.Get(ctx, id)
+			final = err == nil && m.Status.Final()
 		}
 		res.Started[i], res.Accepted[i], res.Done[i] = t0, accepted, time.Now() // i is this goroutine's alone
 		return nil

@@ -95,9 +95,9 @@ func (r Report) Print(w io.Writer) {
 	if len(r.Memory) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "backend\truns awaiting a decision\tsticky cache\tworker RSS MB\tworker peak MB\t")
+		fmt.Fprintln(tw, "backend\truns awaiting a decision\tsticky cache\tworker RSS MB\tof it the worker's own MB\tworker peak MB\t")
 		for _, m := range r.Memory {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t\n", m.Backend, m.Runs, m.StickyCache, m.RSSMB, m.PeakMB)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", m.Backend, m.Runs, m.StickyCache, m.RSSMB, m.AnonMB, m.PeakMB)
 		}
 		_ = tw.Flush()
 	}

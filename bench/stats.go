@@ -43,8 +43,11 @@ func summarise(ds []time.Duration) Latencies {
 type Usage struct {
 	CPU time.Duration
 	// PeakRSS is the resident set's high-water mark, RSS the resident
-	// set now, both in bytes.
-	PeakRSS, RSS int64
+	// set now, both in bytes. AnonRSS is the part of RSS that is the
+	// process's own memory (heap, stacks): the rest are pages of files,
+	// the program's code and data mostly, shared with every process that
+	// runs the same program.
+	PeakRSS, RSS, AnonRSS int64
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
@@ -79,17 +82,20 @@ func readUsage(pid string) (Usage, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (name != "VmHWM" && name != "VmRSS") {
+		if !ok || (name != "VmHWM" && name != "VmRSS" && name != "RssAnon") {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		if err != nil {
 			return u, fmt.Errorf("process %s: unreadable %s %q", pid, name, rest)
 		}
-		if name == "VmHWM" {
+		switch name {
+		case "VmHWM":
 			u.PeakRSS = kb << 10
-		} else {
+		case "VmRSS":
 			u.RSS = kb << 10
+		default:
+			u.AnonRSS = kb << 10
 		}
 	}
 	return u, sc.Err()

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -264,9 +266,9 @@ func (r *run) run() (Result, error) {
 // ledger says the event was settled before; nothing is sent).
 func (r *run) prepare() (ended bool) {
 	var out activities.PrepareOutput
-	err := r.ledgerStep(planOptions(), a.Prepare, activities.PrepareInput{
+	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, activities.PrepareInput{
 		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text,
-	}).Get(r.ctx, &out)
+	}, &out)
 	if err != nil {
 		r.st.State, r.st.Reason = Failed, "the event cannot be sent as given: "+errorMessage(err)
 		r.note("%s", r.st.Reason)
@@ -332,9 +334,9 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 		return false
 	}
 	var req provider.Request
-	if err := r.ledgerStep(planOptions(), a.Plan, activities.PlanInput{
+	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
 		EventKey: r.in.Key, SendKey: last.Key, Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
-	}).Get(r.ctx, &req); err != nil {
+	}, &req); err != nil {
 		r.st.State, r.st.Reason = Failed, "cannot plan the request of "+last.Key+" again: "+errorMessage(err)
 		r.note("%s", r.st.Reason)
 		return true
@@ -371,19 +373,47 @@ func planOptions() workflow.ActivityOptions {
 }
 
 // ledgerStep runs one of the worker's own steps (Prepare, Plan, Settle),
-// which call no provider. Since versionLeanHistory it is a local
-// activity: it runs inside the workflow task that asks for it and leaves
-// one marker in the history, not a task and three events of its own.
-// Each of them is safe to run again (a claim finds its own claim, a plan
-// is the same bytes, the first settle wins), as a local activity may be.
-func (r *run) ledgerStep(opts workflow.ActivityOptions, fn, arg any) workflow.Future {
+// which call no provider, and decodes its result into out. Since
+// versionLeanHistory it is first tried as a local activity, inside the
+// workflow task that asks for it: one marker in the history instead of
+// a task and three events. Each step is safe to run again (a claim finds
+// its own claim, a plan is the same bytes, the first settle wins). The
+// local tries end within a workflow task's timeout; when they fail with
+// an error a retry could fix (the ledger is down, this worker holds
+// another ledger), the step runs as an activity under opts, retried as
+// long as before and open to every worker of the queue.
+func (r *run) ledgerStep(name string, opts workflow.ActivityOptions, fn, arg, out any) error {
 	if r.v >= versionLeanHistory {
-		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout, RetryPolicy: opts.RetryPolicy,
+		lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: localStepBudget,
+			StartToCloseTimeout:    localStepBudget,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second, MaximumAttempts: 3,
+				NonRetryableErrorTypes: opts.RetryPolicy.NonRetryableErrorTypes,
+			},
 		})
-		return workflow.ExecuteLocalActivity(ctx, fn, arg)
+		err := workflow.ExecuteLocalActivity(lctx, fn, arg).Get(r.ctx, out)
+		if err == nil || !retryable(err, opts.RetryPolicy.NonRetryableErrorTypes) {
+			return err
+		}
+		r.note("%s did not complete in the run's workflow task (%s): running it as an activity that any worker can take", name, errorMessage(err))
 	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), fn, arg)
+	ctx := workflow.WithActivityOptions(r.ctx, opts)
+	return workflow.ExecuteActivity(ctx, fn, arg).Get(ctx, out)
+}
+
+// localStepBudget bounds a ledger step's local tries: under the workflow
+// task's timeout (10 s), so they never need the task to be extended.
+const localStepBudget = 8 * time.Second
+
+// retryable reports whether err leaves room for another try: not an
+// application error marked non-retryable or of one of the given types.
+func retryable(err error, nonRetryable []string) bool {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return !appErr.NonRetryable() && !slices.Contains(nonRetryable, appErr.Type())
+	}
+	return true
 }
 
 // send runs the send activity until the message is accepted, the request
@@ -719,7 +749,11 @@ func (r *run) track() (State, bool) {
 		var m provider.Message
 		var err error
 		if r.v >= versionLeanHistory {
+			if limit.Sub(workflow.Now(r.ctx)) < time.Second {
+				continue // the limit is reached: the loop's start ends the run
+			}
 			m, err = r.lookUntilFinal(id, limit, interval)
+			r.lastStatus(err)
 		} else {
 			err = workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.in.Provider, MessageID: id}).Get(ctx, &m)
 		}
@@ -765,7 +799,7 @@ func (r *run) lookUntilFinal(id string, limit time.Time, interval time.Duration)
 			InitialInterval: interval, BackoffCoefficient: 2, MaximumInterval: r.policy.StatusPollMax,
 			// The budget ends the lookups; the cap is explicit because 0
 			// means 10 in the SDK's test environment.
-			MaximumAttempts: int32(budget/interval) + 2,
+			MaximumAttempts: int32(min(int64(budget/interval)+2, math.MaxInt32)),
 		},
 	}, PurposeLookup))
 	var m provider.Message
@@ -774,14 +808,31 @@ func (r *run) lookUntilFinal(id string, limit time.Time, interval time.Duration)
 }
 
 // notFinalYet reports a lookUntilFinal that ran out of its budget with
-// the status still not final: expected, not worth a line in the timeline.
+// the status still not final: expected, not worth a line in the
+// timeline. A budget that ran out on another failure (the message is
+// not found, the credentials are refused) is not.
 func notFinalYet(err error) bool {
 	var appErr *temporal.ApplicationError
-	var timeout *temporal.TimeoutError
-	if errors.As(err, &appErr) && appErr.Type() == activities.ErrNotFinal {
-		return true
+	if errors.As(err, &appErr) {
+		return appErr.Type() == activities.ErrNotFinal
 	}
+	var timeout *temporal.TimeoutError
 	return errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE
+}
+
+// lastStatus records the status the last lookup of a lookUntilFinal
+// that ended unfinished saw (ErrNotFinal carries it), so the run shows
+// "sent" while it waits for "delivered".
+func (r *run) lastStatus(err error) {
+	var appErr *temporal.ApplicationError
+	var m provider.Message
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrNotFinal || !appErr.HasDetails() || appErr.Details(&m) != nil {
+		return
+	}
+	if m.Status != "" && string(m.Status) != r.st.DeliveryStatus {
+		r.st.DeliveryStatus = string(m.Status)
+		r.note("message %s is %s", m.ID, m.Status)
+	}
 }
 
 // await waits for a person's decision until the decision deadline. Since
@@ -907,9 +958,9 @@ func (r *run) resend(d Decision) (State, bool) {
 		return Failed, false
 	}
 	var req provider.Request
-	if err := r.ledgerStep(planOptions(), a.Plan, activities.PlanInput{
+	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
 		EventKey: r.in.Key, SendKey: string(key), Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
-	}).Get(r.ctx, &req); err != nil {
+	}, &req); err != nil {
 		r.st.Reason = "cannot plan the resend: " + errorMessage(err)
 		return Failed, false
 	}
@@ -1013,9 +1064,9 @@ func (r *run) settle() {
 		},
 	}
 	var out activities.SettleOutput
-	err := r.ledgerStep(opts, a.Settle, activities.SettleInput{
+	err := r.ledgerStep("Settle", opts, a.Settle, activities.SettleInput{
 		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
-	}).Get(r.ctx, &out)
+	}, &out)
 	switch {
 	case err != nil:
 		was := r.st.State

@@ -250,6 +250,74 @@ func TestDeliveryIsTrackedByOneActivityWhoseRetriesPoll(t *testing.T) {
 	require.False(t, timelineHas(s, "status lookup"), "a status not final yet is not a failure")
 }
 
+// A message whose status never becomes final: the run stops looking at
+// the tracking limit and ends Accepted with the last status it saw, which
+// the unfinished lookups carried.
+func TestTrackingEndsAtTheLimitWithTheLastStatusSeen(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.policy.TrackingLimit = 3 * time.Minute
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	var mu sync.Mutex
+	lookups := 0
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lookups++
+		m := provider.Message{ID: in.MessageID, Status: provider.StatusSent}
+		return provider.Message{}, temporal.NewApplicationErrorWithOptions("not final", activities.ErrNotFinal,
+			temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign, Details: []any{m}})
+	})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res.State)
+	require.Contains(t, h.query().Reason, "delivery not confirmed within 3m0s (last status sent)")
+	require.True(t, timelineHas(h.query(), "message m-1 is sent"))
+	require.Equal(t, "Accepted", h.settled.Outcome)
+	require.GreaterOrEqual(t, lookups, 3)
+	require.WithinDuration(t, h.start.Add(3*time.Minute), h.env.Now(), 30*time.Second)
+}
+
+// A ledger step whose local tries fail with an error a retry could fix
+// (this worker holds another ledger) runs again as an activity, which
+// any worker of the queue can take: the run goes on.
+func TestALedgerStepThatFailsLocallyRunsAsAnActivity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var mu sync.Mutex
+	tries := 0
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(func(context.Context, activities.PrepareInput) (activities.PrepareOutput, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tries++; tries <= 3 {
+			return activities.PrepareOutput{}, temporal.NewApplicationError("this worker's ledger did not claim the event", activities.ErrWrongLedger)
+		}
+		return activities.PrepareOutput{Request: h.request(key), Policy: h.policy, Created: true}, nil
+	})
+	remote := map[string]int{}
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		mu.Lock()
+		defer mu.Unlock()
+		remote[info.ActivityType.Name]++
+	})
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, Delivered, res.State)
+	require.Equal(t, 4, tries, "three local tries, then the activity")
+	require.Equal(t, 1, remote["Prepare"])
+	require.Zero(t, remote["Settle"], "Settle succeeded locally")
+	require.True(t, timelineHas(h.query(), "Prepare did not complete in the run's workflow task"))
+}
+
 func TestRetriesWhatIsSafeWithTheSameRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -15,8 +15,8 @@ import (
 )
 
 // Fresh makes a new database named prefix_<unix time> on the server at
-// dsn and returns its DSN. A run that failed leaves it behind for
-// inspection; its name says what made it.
+// dsn and returns its DSN; its name says what made it. The caller drops
+// it (Drop) or, after a failure, may leave it for inspection.
 func Fresh(ctx context.Context, dsn, prefix string) (string, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
