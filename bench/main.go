@@ -30,7 +30,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "starts in flight at once")
 	backends := fs.String("backends", "sqlite,postgres", "the Temporal server's persistence, measured in turn: sqlite, postgres")
 	fs.StringVar(&cfg.Postgres, "postgres", "postgres://postgres@127.0.0.1:5432/postgres", "PostgreSQL server for the postgres backend (a database is made for each run and dropped after)")
-	fs.IntVar(&cfg.Await, "await", 1000, "runs left awaiting a decision for the memory rows (0: none)")
+	fs.IntVar(&cfg.Await, "await", 2000, "runs left awaiting a decision for the memory rows, per cache size (0: none); more than the smallest cache, or the rows cannot differ")
 	caches := fs.String("cache-sizes", "10000,1000", "sticky cache sizes of the memory rows")
 	fs.IntVar(&cfg.SendyEvents, "sendy-events", 120, "Sendy events of the rate-limit row (0: none)")
 	fs.DurationVar(&cfg.SendyFor, "sendy-for", 4*time.Minute, "how long the rate-limit row runs at most")

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,7 +166,9 @@ func TestRunsShowInTheWebUIAndItsSignalFormMovesThem(t *testing.T) {
 	d := details()
 	require.Contains(t, d, "**AwaitingDecision**")
 	require.Contains(t, d, "signal `resend` or `cancel`")
-	require.Contains(t, d, "ran out with the outcome unknown")
+	// Why, as downPastTheWindow allows it: the retries ran out, or a busy
+	// worker reached the last attempt after the window had closed.
+	require.True(t, strings.Contains(d, "ran out with the outcome unknown") || strings.Contains(d, "replay window of "+in.Key+" closed"), d)
 	require.NotContains(t, d, "+31612345678", "the number is masked")
 
 	// A malformed payload from the form is refused where a person sees it.
