@@ -74,7 +74,16 @@ func (r Report) Targets() []Target {
 
 // Print writes the report as tables.
 func (r Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "smsbench: %d events a scenario, %d starts at a time, %d cores, %s\n\n", r.N, r.Conc, r.Cores, r.At.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "smsbench: %d events a scenario, %d starts at a time, %d cores, %s\n", r.N, r.Conc, r.Cores, r.At.Format("2006-01-02 15:04 MST"))
+	if len(r.Rows) > 0 {
+		r.printRows(w)
+	}
+	r.printRest(w)
+}
+
+// printRows writes the throughput table.
+func (r Report) printRows(w io.Writer) {
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tscenario\tevents\tstarts\tevents/s accepted\tevents/s done\taccepted p50/p95/p99 s\tdone p50/p95/p99 s\tworker CPU s/1k\tserver CPU s/1k\tworker peak MB\thistory events\tmessages\t")
 	for _, x := range r.Rows {
@@ -92,6 +101,12 @@ func (r Report) Print(w io.Writer) {
 			pcts(x.ToAccepted), pcts(x.ToDone), x.WorkerCPUPer1k, server, x.WorkerPeakMB, history, messages)
 	}
 	_ = tw.Flush()
+}
+
+// printRest writes the memory and Sendy tables, the targets and the
+// comparison with the plain loop.
+func (r Report) printRest(w io.Writer) {
+	var tw *tabwriter.Writer
 	if len(r.Memory) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
