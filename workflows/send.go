@@ -1197,7 +1197,9 @@ func errorMessage(err error) string {
 	if errors.As(err, &timeout) {
 		return "timed out (" + timeout.TimeoutType().String() + ")"
 	}
-	// A local activity's own error, without the wrapper's ids.
+	// An activity error with no application error inside (a local
+	// activity's plain error, as the SDK's test environment returns it):
+	// its own message, without the wrapper's ids.
 	var actErr *temporal.ActivityError
 	if errors.As(err, &actErr) && errors.Unwrap(actErr) != nil {
 		return errors.Unwrap(actErr).Error()
