@@ -275,11 +275,11 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 		return row, err
 	}
 	defer w.Stop(stopGrace)
-	wBefore, err := readUsage(strconv.Itoa(w.Cmd.Process.Pid))
+	wBefore, err := usageOf(w)
 	if err != nil {
 		return row, err
 	}
-	sBefore, err := readUsage(strconv.Itoa(s.server.Cmd.Process.Pid))
+	sBefore, err := usageOf(s.server)
 	if err != nil {
 		return row, err
 	}
@@ -300,11 +300,11 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 	if err := awaitCount(ctx, c, q+" AND ExecutionStatus = 'Running'", 0, timeout(s.cfg.N)); err != nil {
 		return row, err
 	}
-	wAfter, err := readUsage(strconv.Itoa(w.Cmd.Process.Pid))
+	wAfter, err := usageOf(w)
 	if err != nil {
 		return row, err
 	}
-	sAfter, err := readUsage(strconv.Itoa(s.server.Cmd.Process.Pid))
+	sAfter, err := usageOf(s.server)
 	if err != nil {
 		return row, err
 	}
@@ -328,6 +328,11 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 	row.WorkerPeakMB = float64(wAfter.PeakRSS) / workerMemoryMiB
 	s.logf("%s: %.1f events/s to accepted, %.1f to done", name, row.AcceptedPerSec, row.DonePerSec)
 	return row, nil
+}
+
+// usageOf reads what the child process p has used so far.
+func usageOf(p *procs.Proc) (Usage, error) {
+	return readUsage(strconv.Itoa(p.Cmd.Process.Pid))
 }
 
 // timeout bounds a scenario's wait for its n runs: generous (2 a
@@ -445,7 +450,7 @@ func (s *stack) awaiting(ctx context.Context, c client.Client, st *starter.Start
 		return m, err
 	}
 	time.Sleep(2 * time.Second) // the last tasks' completions
-	u, err := readUsage(strconv.Itoa(w.Cmd.Process.Pid))
+	u, err := usageOf(w)
 	if err != nil {
 		return m, err
 	}
