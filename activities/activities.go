@@ -20,7 +20,6 @@ import (
 
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/metrics/name"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/reconcile"
@@ -384,7 +383,7 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	row.EndedAt, row.Outcome, row.HTTPStatus, row.Code = a.now(), string(res.Outcome), res.HTTPStatus, res.Code
 	row.MessageID, row.Replay, row.Reason = res.MessageID, res.Outcome == provider.Replayed, res.Reason
 	log := a.log().With(zap.String("key", req.Key), zap.String("provider", string(req.Provider)),
-		zap.String("to", logging.MaskPhone(req.To)), zap.Int32("attempt", info.Attempt))
+		zap.String("to", sms.MaskPhone(req.To)), zap.Int32("attempt", info.Attempt))
 	if err := a.Ledger.EndAttempt(context.WithoutCancel(ctx), row); err != nil {
 		// The answer stands; the open row remains as evidence of the attempt.
 		log.Error("could not record the end of a send attempt in the ledger", zap.Error(err))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/intake"
@@ -98,7 +99,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		a.Stack, err = devstack.Start(ctx, devstack.Config{
 			FrontendAddress: cfg.FrontendAddress, UIAddress: cfg.UIAddress, DataDir: cfg.DataDir,
 			Database: cfg.TemporalDB, BroadcastAddress: cfg.BroadcastAddress,
-			SearchAttributes: workflows.SearchAttributes(), Logger: log, CodecEndpoint: a.uiCodecEndpoint(),
+			SearchAttributes: contract.SearchAttributes(), Logger: log, CodecEndpoint: a.uiCodecEndpoint(),
 		})
 		if err != nil {
 			return nil, err
@@ -135,7 +136,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		a.Client, err = client.DialContext(ctx, opts)
 		if err == nil {
 			// Without them every state change would fail the run's task.
-			err = devstack.EnsureSearchAttributes(ctx, a.Client, a.Namespace, workflows.SearchAttributes())
+			err = contract.RegisterSearchAttributes(ctx, a.Client, a.Namespace)
 		}
 	}
 	if err != nil {
@@ -168,7 +169,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	if err := tuning.Apply(); err != nil {
 		return nil, err
 	}
-	if a.stopWorkers, err = StartWorkers(a.Client, workflows.TaskQueue, a.Activities, cfg.RateLimits, tuning); err != nil {
+	if a.stopWorkers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, cfg.RateLimits, tuning); err != nil {
 		return nil, err
 	}
 	if cfg.IntakeAddress != Off {
@@ -233,7 +234,7 @@ func (a *App) serveMetrics() error {
 	return nil
 }
 
-var awaitingQuery = fmt.Sprintf(`ExecutionStatus = "Running" AND %s = %q`, workflows.StateAttribute.GetName(), string(workflows.AwaitingDecision))
+var awaitingQuery = fmt.Sprintf(`ExecutionStatus = "Running" AND %s = %q`, contract.StateAttribute.GetName(), string(contract.AwaitingDecision))
 
 // withMetrics sends the client's (and its workers') metrics to the exporter.
 func (a *App) withMetrics(opts *client.Options) {
@@ -283,7 +284,7 @@ func (a *App) serveCodec() error {
 
 // Register registers the workflow and the activities on a worker.
 func Register(w worker.Registry, acts *activities.Activities) {
-	w.RegisterWorkflowWithOptions(workflows.SendSMS, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.SendSMS, workflow.RegisterOptions{Name: contract.WorkflowName})
 	w.RegisterActivity(acts)
 }
 
@@ -370,10 +371,10 @@ func (a *App) Banner() string {
 	}
 	if a.Ledger != nil {
 		fmt.Fprintf(&b, "  Send ledger:        %s (identity %s)\n", a.Ledger.Describe(), a.Ledger.Identity())
-		queues := []string{workflows.TaskQueue}
+		queues := []string{contract.TaskQueue}
 		for _, p := range provider.Names {
 			if _, ok := a.Activities.Providers[p]; ok {
-				queues = append(queues, workflows.ProviderTaskQueue(workflows.TaskQueue, string(p), workflows.PurposeSend), workflows.ProviderTaskQueue(workflows.TaskQueue, string(p), workflows.PurposeLookup))
+				queues = append(queues, contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeSend), contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeLookup))
 			}
 		}
 		fmt.Fprintf(&b, "  Task queues:        %s\n", strings.Join(queues, ", "))

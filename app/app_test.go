@@ -39,6 +39,7 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/cli"
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/ledger"
@@ -46,7 +47,6 @@ import (
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 func TestFlagsAndEnvironment(t *testing.T) {
@@ -171,16 +171,16 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 
 	sa, err := a.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: "default"})
 	require.NoError(t, err)
-	for name := range workflows.SearchAttributes() {
+	for name := range contract.SearchAttributes() {
 		require.Contains(t, sa.GetCustomAttributes(), name, "added at start")
 	}
 
-	run, err := a.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "order-1-shipped", TaskQueue: workflows.TaskQueue},
-		workflows.WorkflowName, workflows.Input{Key: "order-1-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 1 has shipped."})
+	run, err := a.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "order-1-shipped", TaskQueue: contract.TaskQueue},
+		contract.WorkflowName, contract.Input{Key: "order-1-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 1 has shipped."})
 	require.NoError(t, err)
-	var res workflows.Result
+	var res contract.Result
 	require.NoError(t, run.Get(ctx, &res))
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Len(t, sim.Messages(simulator.Filter{Key: "order-1-shipped"}), 1)
 
 	// A second event through the starter, which builds its start request
@@ -189,7 +189,7 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	require.NoError(t, err)
 	res, err = starter.New(a.Client).Wait(ctx, "order-2-shipped")
 	require.NoError(t, err)
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 
 	// The raw histories, through a client without the keys.
 	raw, err := client.Dial(client.Options{HostPort: cluster.FrontendAddress(), Logger: logging.SDK(zap.NewNop())})
@@ -224,7 +224,7 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 		require.Greater(t, sealed, 5, "%s: sealed payloads in the history", key)
 	}
 	// Without the keys the result cannot be read; with them it can.
-	var plainRes workflows.Result
+	var plainRes contract.Result
 	require.Error(t, raw.GetWorkflow(ctx, "order-1-shipped", "").Get(ctx, &plainRes))
 }
 
@@ -346,8 +346,8 @@ func TestSIGTERMDuringASlowSendRecordsItsRealOutcome(t *testing.T) {
 		<-ctx.Done() // what Run waits for
 		stopped <- a.Stop()
 	}()
-	_, err = a.Client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "order-77-shipped", TaskQueue: workflows.TaskQueue},
-		workflows.WorkflowName, workflows.Input{Key: "order-77-shipped", Provider: "bird", To: "+31612345678", Text: "Order 77 has shipped."})
+	_, err = a.Client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "order-77-shipped", TaskQueue: contract.TaskQueue},
+		contract.WorkflowName, contract.Input{Key: "order-77-shipped", Provider: "bird", To: "+31612345678", Text: "Order 77 has shipped."})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(a.Sim.Requests(simulator.Filter{Key: "order-77-shipped"})) > 0 }, 30*time.Second, 20*time.Millisecond, "the send reached the provider")
 	sentAt := time.Now()
@@ -402,7 +402,7 @@ func TestMetricsCountSendsReconciliationsDecisionsAndTheAwaiting(t *testing.T) {
 	require.NoError(t, err)
 	res, err := st.Wait(ctx, "order-1-shipped")
 	require.NoError(t, err)
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 
 	scrape := func() string {
 		resp, err := http.Get(a.MetricsURL)
@@ -416,10 +416,10 @@ func TestMetricsCountSendsReconciliationsDecisionsAndTheAwaiting(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(scrape(), "smsorch_runs_awaiting_decision 1\n")
 	}, 60*time.Second, 200*time.Millisecond, "one run awaiting a decision")
-	_, err = st.Decide(ctx, "order-2-shipped", workflows.Decision{Action: workflows.ActionCancel, Reason: "metrics test", By: "tester"})
+	_, err = st.Decide(ctx, "order-2-shipped", contract.Decision{Action: contract.ActionCancel, Reason: "metrics test", By: "tester"})
 	require.NoError(t, err)
 	_, err = st.Wait(ctx, "order-2-shipped")
-	_, isResult := workflows.ResultFromError(err)
+	_, isResult := contract.ResultFromError(err)
 	require.True(t, err == nil || isResult, "the cancelled run ended: %v", err)
 	require.Eventually(t, func() bool {
 		return strings.Contains(scrape(), "smsorch_runs_awaiting_decision 0\n")
@@ -528,7 +528,7 @@ func TestNoSecretOrRecipientLeaks(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(answer))
 	res, err := starter.New(a.Client).Wait(ctx, "order-4242-shipped")
 	require.NoError(t, err)
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 
 	st, err := starter.New(a.Client).Status(ctx, "order-4242-shipped")
 	require.NoError(t, err)

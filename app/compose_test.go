@@ -21,8 +21,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/workflows"
 )
 
 type composeFile struct {
@@ -194,7 +194,7 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		script := strings.Join(c.Services["temporal-namespace"].Command, "\n")
 		require.Contains(t, script, "--retention 720h", "30-day retention")
 		var names []string
-		for k := range workflows.SearchAttributes() {
+		for k := range contract.SearchAttributes() {
 			names = append(names, k)
 		}
 		sort.Strings(names)

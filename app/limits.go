@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/workflows"
 )
 
 // DefaultRateLimits are the providers' published request limits, a
@@ -100,8 +100,8 @@ func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Act
 		for _, q := range []struct {
 			purpose string
 			rate    float64
-		}{{workflows.PurposeSend, send}, {workflows.PurposeLookup, lookup}} {
-			name := workflows.ProviderTaskQueue(runQueue, string(p), q.purpose)
+		}{{contract.PurposeSend, send}, {contract.PurposeLookup, lookup}} {
+			name := contract.ProviderTaskQueue(runQueue, string(p), q.purpose)
 			opts := tuning.WorkerOptions()
 			opts.TaskQueueActivitiesPerSecond = q.rate
 			w := worker.New(c, name, opts)

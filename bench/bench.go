@@ -21,10 +21,10 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/procs"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 // Backends the server can run on.
@@ -286,7 +286,7 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 	s.logf("%s: %d events, %d starts at a time", name, s.cfg.N, s.cfg.Concurrency)
 	since := time.Now().Add(-time.Second)
 	var runs map[string]*run
-	wfType := workflows.WorkflowName
+	wfType := contract.WorkflowName
 	if bare {
 		wfType = BareWorkflowName
 		runs, err = startBare(ctx, c, prefix(name), s.cfg.N, s.cfg.Concurrency)
@@ -445,7 +445,7 @@ func (s *stack) awaiting(ctx context.Context, c client.Client, st *starter.Start
 	if _, err := startEvents(ctx, st, prefix("await"), s.cfg.Await, 1, s.cfg.Concurrency, "bird"); err != nil {
 		return m, err
 	}
-	q := ourQuery(since) + fmt.Sprintf(" AND %s = '%s'", workflows.StateAttribute.GetName(), workflows.AwaitingDecision)
+	q := ourQuery(since) + fmt.Sprintf(" AND %s = '%s'", contract.StateAttribute.GetName(), contract.AwaitingDecision)
 	if err := awaitCount(ctx, c, q, int64(s.cfg.Await), timeout(s.cfg.Await)); err != nil {
 		return m, err
 	}

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 // run is one event of a scenario as the bench saw it.
@@ -244,4 +244,4 @@ func bareAcceptances(ctx context.Context, c client.Client, runs map[string]*run,
 }
 
 // ourQuery selects the orchestrator's runs started since t.
-func ourQuery(since time.Time) string { return visibilityQuery(workflows.WorkflowName, since) }
+func ourQuery(since time.Time) string { return visibilityQuery(contract.WorkflowName, since) }

@@ -14,10 +14,10 @@ import (
 
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/pgdb"
 	"github.com/acme/smsorch/internal/procs"
 	"github.com/acme/smsorch/simulator"
-	"github.com/acme/smsorch/workflows"
 )
 
 // stack is one backend's processes: the Temporal server and the
@@ -159,7 +159,7 @@ func (s *stack) startWorker(ctx context.Context, c client.Client, w workerSpec) 
 		args = append(append(args, tuning...), w.extra...)
 		env := append(s.env(), "BIRD_ACCESS_KEY="+simulator.DefaultBirdAccessKey, "SENDY_TOKEN="+simulator.DefaultSendyToken)
 		p, err = procs.Start(w.name, s.cfg.Bins.Worker, args, env, log)
-		queues = []string{workflows.TaskQueue, workflows.ProviderTaskQueue(workflows.TaskQueue, "bird", workflows.PurposeSend)}
+		queues = []string{contract.TaskQueue, contract.ProviderTaskQueue(contract.TaskQueue, "bird", contract.PurposeSend)}
 	}
 	if err != nil {
 		return nil, err

@@ -22,10 +22,10 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 const text = "Your code is 482913"
@@ -178,9 +178,9 @@ func TestTheWebUIAsAPersonSeesIt(t *testing.T) {
 	require.NoError(t, err)
 	res, err := st.Wait(context.Background(), "order-1-shipped")
 	require.NoError(t, err)
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Eventually(t, func() bool {
-		runs, err := st.List(context.Background(), workflows.AwaitingDecision, 0)
+		runs, err := st.List(context.Background(), contract.AwaitingDecision, 0)
 		return err == nil && len(runs) == 1
 	}, 60*time.Second, 500*time.Millisecond, "order-2-shipped awaits a decision")
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/acme/smsorch/audit"
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
@@ -30,7 +31,6 @@ import (
 	"github.com/acme/smsorch/provider/sendy"
 	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 // Exit codes, so scripts can tell what went wrong.
@@ -99,7 +99,7 @@ func (c *cmd) run(ctx context.Context, args []string) int {
 	}
 	name, rest := fs.Arg(0), fs.Args()[1:]
 	commands := map[string]func(context.Context, []string) error{
-		"send": c.send, "status": c.status, "resend": c.decide(workflows.ActionResend), "cancel": c.decide(workflows.ActionCancel),
+		"send": c.send, "status": c.status, "resend": c.decide(contract.ActionResend), "cancel": c.decide(contract.ActionCancel),
 		"wait": c.wait, "list": c.list, "audit": c.audit, "codec-key": c.codecKey,
 	}
 	run, ok := commands[name]
@@ -339,7 +339,7 @@ func (c *cmd) status(ctx context.Context, args []string) error {
 
 // writeFindings prints what a person must know beyond the state: a
 // duplicate proven or possible, and every resend with its basis.
-func writeFindings(w io.Writer, r workflows.Result) {
+func writeFindings(w io.Writer, r contract.Result) {
 	switch {
 	case r.DuplicateSend:
 		fmt.Fprintln(w, "  DUPLICATE SEND: several accepted messages for one key (run smsctl audit "+r.Key+")")
@@ -351,7 +351,7 @@ func writeFindings(w io.Writer, r workflows.Result) {
 	}
 }
 
-func writeStatus(w io.Writer, st workflows.Status) {
+func writeStatus(w io.Writer, st contract.Status) {
 	fmt.Fprintf(w, "%s: %s\n", st.Key, st.State)
 	if st.Reason != "" {
 		fmt.Fprintf(w, "  %s\n", st.Reason)
@@ -359,7 +359,7 @@ func writeStatus(w io.Writer, st workflows.Status) {
 	fmt.Fprintf(w, "  to %s via %s; keys %s\n", st.To, st.Provider, strings.Join(st.KeysUsed, ", "))
 	fmt.Fprintf(w, "  messages: %s (delivery: %s); attempts %d, replays %d\n", orNone(strings.Join(st.MessageIDs, ", ")), orNone(st.DeliveryStatus), st.Attempts, st.Replays)
 	writeFindings(w, st.Result)
-	if st.State == workflows.AwaitingDecision {
+	if st.State == contract.AwaitingDecision {
 		fmt.Fprintf(w, "  awaiting a decision until %s: smsctl resend|cancel %s --reason ... --by ...\n", st.DecisionDeadline.UTC().Format(time.RFC3339), st.Key)
 	}
 	fmt.Fprintln(w, "  timeline:")
@@ -378,11 +378,11 @@ func orNone(s string) string {
 func (c *cmd) decide(action string) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
 		fs := flag.NewFlagSet(action, flag.ContinueOnError)
-		var d workflows.Decision
+		var d contract.Decision
 		d.Action = action
 		fs.StringVar(&d.Reason, "reason", "", "why (kept in the run's timeline)")
 		fs.StringVar(&d.By, "by", "", "who decides (kept in the run's timeline)")
-		if action == workflows.ActionResend {
+		if action == contract.ActionResend {
 			fs.BoolVar(&d.Force, "force", false, "send even where the provider's records could not be searched: a blind resend that may make a second SMS, recorded as such")
 		}
 		signal := fs.Bool("signal", false, "send the plain signal instead of the update: queued even with no worker running; a refusal shows only in the run's timeline")
@@ -432,7 +432,7 @@ func (c *cmd) waitFor(ctx context.Context, s *starter.Starter, key string) error
 		fmt.Fprintf(w, "  messages: %s; attempts %d, replays %d; keys %s\n", orNone(strings.Join(res.MessageIDs, ", ")), res.Attempts, res.Replays, strings.Join(res.KeysUsed, ", "))
 		writeFindings(w, res)
 	})
-	if res.State == workflows.Failed {
+	if res.State == contract.Failed {
 		return fmt.Errorf("the run of %s failed: %s", key, res.Reason)
 	}
 	return nil
@@ -449,7 +449,7 @@ func (c *cmd) list(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageError("list takes flags only")
 	}
-	var state workflows.State
+	var state contract.State
 	if *stateName != "" {
 		if state, err = starter.ParseState(*stateName); err != nil {
 			return err

@@ -21,9 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +30,6 @@ import (
 	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
 	namespacepb "go.temporal.io/api/namespace/v1"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -50,6 +47,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/logging"
 )
 
@@ -540,49 +538,7 @@ func ensureNamespace(ctx context.Context, c client.Client, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("namespace %s does not answer: %w", cfg.Namespace, err)
 	}
-	return EnsureSearchAttributes(ctx, c, cfg.Namespace, cfg.SearchAttributes)
-}
-
-// EnsureSearchAttributes registers the attributes a namespace lacks. It is
-// also what the worker runs against an existing cluster: an attribute that
-// exists with another type is an error, and when the caller may not add
-// attributes the error gives the temporal commands that do.
-func EnsureSearchAttributes(ctx context.Context, c client.Client, ns string, attrs map[string]enumspb.IndexedValueType) error {
-	if len(attrs) == 0 {
-		return nil
-	}
-	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
-	if err != nil {
-		return fmt.Errorf("list the search attributes of namespace %s: %w", ns, err)
-	}
-	names := make([]string, 0, len(attrs))
-	for name := range attrs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	missing := map[string]enumspb.IndexedValueType{}
-	var cmds []string
-	for _, name := range names {
-		typ := attrs[name]
-		got, ok := have.GetCustomAttributes()[name]
-		switch {
-		case !ok:
-			missing[name] = typ
-			cmds = append(cmds, fmt.Sprintf("temporal operator search-attribute create --namespace %s --name %s --type %s", ns, name, typ))
-		case got != typ:
-			return fmt.Errorf("search attribute %s exists in namespace %s as %s, but this program needs %s: remove it, or use a fresh namespace (in dev mode, a fresh data directory)",
-				name, ns, got, typ)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: ns, SearchAttributes: missing})
-	var exists *serviceerror.AlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("namespace %s lacks search attributes and they could not be added (%w): run\n  %s", ns, err, strings.Join(cmds, "\n  "))
-	}
-	return nil
+	return contract.EnsureSearchAttributes(ctx, c, cfg.Namespace, cfg.SearchAttributes)
 }
 
 func (s *Stack) waitUI(ctx context.Context) error {

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/pgtest"
 	"github.com/acme/smsorch/logging"
 )
@@ -112,8 +113,8 @@ func checkStackServesAndSurvivesRestart(t *testing.T, dir, db string) {
 	for name, typ := range testAttributes {
 		require.Equal(t, typ, sa.GetCustomAttributes()[name], name)
 	}
-	require.NoError(t, EnsureSearchAttributes(ctx, c, "default", testAttributes), "present ones are left alone")
-	err = EnsureSearchAttributes(ctx, c, "default", map[string]enumspb.IndexedValueType{"SmsState": enumspb.INDEXED_VALUE_TYPE_INT})
+	require.NoError(t, contract.EnsureSearchAttributes(ctx, c, "default", testAttributes), "present ones are left alone")
+	err = contract.EnsureSearchAttributes(ctx, c, "default", map[string]enumspb.IndexedValueType{"SmsState": enumspb.INDEXED_VALUE_TYPE_INT})
 	require.ErrorContains(t, err, "search attribute SmsState exists in namespace default as Keyword, but this program needs Int")
 
 	// The web UI answers at /.

@@ -32,6 +32,7 @@ import (
 
 	"github.com/acme/smsorch/audit"
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/internal/pgdb"
 	"github.com/acme/smsorch/internal/procs"
@@ -43,7 +44,6 @@ import (
 	"github.com/acme/smsorch/provider/sendy"
 	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 // Config is one drill run. Zero fields take the defaults in WithDefaults.
@@ -483,7 +483,7 @@ func (d *drill) sendGo(ctx context.Context, e *event) (bool, error) {
 
 // busyQuery counts the runs neither ended nor awaiting a decision.
 var busyQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND %s != %q`,
-	workflows.WorkflowName, workflows.StateAttribute.GetName(), string(workflows.AwaitingDecision))
+	contract.WorkflowName, contract.StateAttribute.GetName(), string(contract.AwaitingDecision))
 
 // settle waits until every run has ended or awaits a decision, and
 // returns the keys awaiting one. It counts instead of listing every run,
@@ -494,7 +494,7 @@ func (d *drill) settle(ctx context.Context, within time.Duration) ([]string, err
 	for {
 		busy, err := d.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: busyQuery})
 		if err == nil && busy.GetCount() == 0 {
-			runs, lerr := d.st.List(ctx, workflows.AwaitingDecision, 0)
+			runs, lerr := d.st.List(ctx, contract.AwaitingDecision, 0)
 			if lerr == nil {
 				var awaiting []string
 				for _, r := range runs {
@@ -538,18 +538,18 @@ func (d *drill) decideAndDrain(ctx context.Context) error {
 		d.logf("round %d: %d runs await a decision", round, len(awaiting))
 		for _, k := range awaiting {
 			e := d.byKey(k)
-			action, force := workflows.ActionResend, false
+			action, force := contract.ActionResend, false
 			if round >= 3 {
-				action = workflows.ActionCancel // what still waits is cancelled
+				action = contract.ActionCancel // what still waits is cancelled
 			}
-			dec := workflows.Decision{Action: action, Reason: fmt.Sprintf("fault drill, round %d", round), By: "smsdrill"}
+			dec := contract.Decision{Action: action, Reason: fmt.Sprintf("fault drill, round %d", round), By: "smsdrill"}
 			_, err := d.st.Decide(ctx, k, dec)
-			if err != nil && action == workflows.ActionResend && strings.Contains(err.Error(), `"force": true`) {
+			if err != nil && action == contract.ActionResend && strings.Contains(err.Error(), `"force": true`) {
 				force = d.rng.IntN(2) == 0
 				if force {
 					dec.Force = true
 				} else {
-					dec.Action = workflows.ActionCancel
+					dec.Action = contract.ActionCancel
 				}
 				_, err = d.st.Decide(ctx, k, dec)
 			}
@@ -583,7 +583,7 @@ func (d *drill) collectResults(ctx context.Context) {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		res, err := d.st.Wait(wctx, e.key)
 		cancel()
-		_, isResult := workflows.ResultFromError(err)
+		_, isResult := contract.ResultFromError(err)
 		started, perr := d.retry(ctx, func(ctx context.Context) (bool, error) { return d.postIntake(ctx, e) })
 		e.mu.Lock()
 		defer e.mu.Unlock()

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
-	"github.com/acme/smsorch/workflows"
 )
 
 // Outcome is what the drill learned about one event, from every side:
@@ -31,7 +31,7 @@ type Outcome struct {
 	AfterSettled string `json:"afterSettled"`
 	// Ended is false when the run never reached a final state.
 	Ended          bool                `json:"ended"`
-	Result         workflows.Result    `json:"result"`
+	Result         contract.Result     `json:"result"`
 	Forced         bool                `json:"forced,omitempty"`
 	Audit          string              `json:"audit,omitempty"`
 	AuditDuplicate bool                `json:"auditDuplicate,omitempty"`
@@ -140,7 +140,7 @@ func Summarize(seed uint64, kills int, outs []Outcome) Summary {
 		s.BlindResends += len(o.Result.BlindResends)
 		s.Resends += len(o.Result.Resends)
 		for _, r := range o.Result.Resends {
-			if r.Basis != workflows.BasisReconciled && r.Basis != workflows.BasisDeliveryFailed && r.Basis != workflows.BasisBlind {
+			if r.Basis != contract.BasisReconciled && r.Basis != contract.BasisDeliveryFailed && r.Basis != contract.BasisBlind {
 				s.UnreconciledResends = append(s.UnreconciledResends, r.Key)
 			}
 		}

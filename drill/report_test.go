@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
-	"github.com/acme/smsorch/workflows"
 )
 
 func msg(id, key, status string) simulator.Message {
@@ -18,35 +18,35 @@ func msg(id, key, status string) simulator.Message {
 // The summary finds each kind of violation, and only those.
 func TestSummarizeFindsEveryViolation(t *testing.T) {
 	t.Parallel()
-	ok := func(key string, p provider.Name, res workflows.Result, msgs ...simulator.Message) Outcome {
+	ok := func(key string, p provider.Name, res contract.Result, msgs ...simulator.Message) Outcome {
 		return Outcome{Key: key, Provider: p, Started: 1, Existing: 2, AfterSettled: "existing", Ended: true, Result: res, Messages: msgs}
 	}
 	outs := []Outcome{
 		// One message, known: fine.
-		ok("a", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m1"}}, msg("m1", "a", "delivered")),
+		ok("a", provider.Bird, contract.Result{State: contract.Delivered, MessageIDs: []string{"m1"}}, msg("m1", "a", "delivered")),
 		// Two live messages, reported by the run: a reported duplicate.
-		ok("b", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m2", "m3"}, DuplicateSend: true},
+		ok("b", provider.Bird, contract.Result{State: contract.Delivered, MessageIDs: []string{"m2", "m3"}, DuplicateSend: true},
 			msg("m2", "b", "delivered"), msg("m3", "b", "delivered")),
 		// Two live messages, nobody says so: silent.
-		ok("c", provider.Sendy, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m4"}},
+		ok("c", provider.Sendy, contract.Result{State: contract.Delivered, MessageIDs: []string{"m4"}},
 			msg("m4", "c", "delivered"), msg("m5", "c", "delivered")),
 		// A failed message and its resend: one live message, not a duplicate.
-		ok("d", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m6", "m7"},
-			Resends: []workflows.Resend{{Key: "d~resend-1", Basis: workflows.BasisDeliveryFailed}}},
+		ok("d", provider.Bird, contract.Result{State: contract.Delivered, MessageIDs: []string{"m6", "m7"},
+			Resends: []contract.Resend{{Key: "d~resend-1", Basis: contract.BasisDeliveryFailed}}},
 			msg("m6", "d", "failed"), msg("m7", "d~resend-1", "delivered")),
 		// A Bird message the run does not know (one live, so no duplicate).
-		ok("e", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m8"}},
+		ok("e", provider.Bird, contract.Result{State: contract.Delivered, MessageIDs: []string{"m8"}},
 			msg("m8", "e", "delivered"), msg("m9", "e", "failed")),
 		// A resend sent without a reconciliation.
-		ok("f", provider.Bird, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m10"},
-			Resends: []workflows.Resend{{Key: "f~resend-1", Basis: workflows.BasisUnreconciled}}}, msg("m10", "f~resend-1", "delivered")),
+		ok("f", provider.Bird, contract.Result{State: contract.Delivered, MessageIDs: []string{"m10"},
+			Resends: []contract.Resend{{Key: "f~resend-1", Basis: contract.BasisUnreconciled}}}, msg("m10", "f~resend-1", "delivered")),
 		// Never ended; one of its posts was never answered.
 		{Key: "g", Provider: provider.Sendy, Started: 1, Unanswered: 1},
 		// Two runs started, and a start after settling started a third.
-		{Key: "h", Provider: provider.Sendy, Started: 2, AfterSettled: "started", Ended: true, Result: workflows.Result{State: workflows.Cancelled}},
+		{Key: "h", Provider: provider.Sendy, Started: 2, AfterSettled: "started", Ended: true, Result: contract.Result{State: contract.Cancelled}},
 		// A blind resend that made a second live message, reported as possible.
-		ok("i", provider.Sendy, workflows.Result{State: workflows.Delivered, MessageIDs: []string{"m12"}, PossibleDuplicate: true,
-			BlindResends: []string{"i~resend-1"}, Resends: []workflows.Resend{{Key: "i~resend-1", Basis: workflows.BasisBlind}}},
+		ok("i", provider.Sendy, contract.Result{State: contract.Delivered, MessageIDs: []string{"m12"}, PossibleDuplicate: true,
+			BlindResends: []string{"i~resend-1"}, Resends: []contract.Resend{{Key: "i~resend-1", Basis: contract.BasisBlind}}},
 			msg("m11", "i", "delivered"), msg("m12", "i~resend-1", "delivered")),
 	}
 	s := Summarize(7, 3, outs)

@@ -39,6 +39,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/sms"
 	"github.com/acme/smsorch/starter"
 )
 
@@ -288,7 +289,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.s.Send(ctx, e)
-	log := h.cfg.Logger.With(zap.String("key", res.Key), zap.String("to", logging.MaskPhone(strings.TrimSpace(e.To))))
+	log := h.cfg.Logger.With(zap.String("key", res.Key), zap.String("to", sms.MaskPhone(strings.TrimSpace(e.To))))
 	var ie *starter.InvalidError
 	var ce *starter.ConflictError
 	switch {

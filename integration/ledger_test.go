@@ -18,10 +18,10 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/workflows"
 )
 
 // Two workers on one task queue with two different ledgers (two SQLite
@@ -73,8 +73,8 @@ func TestTwoLedgersNeverSplitAnEvent(t *testing.T) {
 		t.Cleanup(stop)
 	}
 
-	events := make([]workflows.Input, 10)
-	results := make([]workflows.Result, len(events))
+	events := make([]contract.Input, 10)
+	results := make([]contract.Result, len(events))
 	var wg sync.WaitGroup
 	for i := range events {
 		events[i] = input([]provider.Name{provider.Bird, provider.Sendy}[i%2], newKey("shipped"))
@@ -83,7 +83,7 @@ func TestTwoLedgersNeverSplitAnEvent(t *testing.T) {
 			defer wg.Done()
 			run, err := stack.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID: events[i].Key, TaskQueue: queue, WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			}, workflows.WorkflowName, events[i])
+			}, contract.WorkflowName, events[i])
 			require.NoError(t, err)
 			// Each refusal costs a retry (activities.WrongLedgerRetry), and
 			// an activity may meet the wrong ledger several times running.
@@ -95,7 +95,7 @@ func TestTwoLedgersNeverSplitAnEvent(t *testing.T) {
 
 	claimed := map[string]int{}
 	for i, in := range events {
-		require.Equal(t, workflows.Delivered, results[i].State, in.Key)
+		require.Equal(t, contract.Delivered, results[i].State, in.Key)
 		require.Len(t, messages(provider.Name(in.Provider), in.Key), 1, "one message for %s", in.Key)
 		_, errA := first.Event(ctx, in.Key)
 		_, errB := second.Event(ctx, in.Key)

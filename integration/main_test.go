@@ -22,10 +22,11 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
-	"github.com/acme/smsorch/workflows"
+	"github.com/acme/smsorch/sms"
 )
 
 // The shortened policy: a 12 s replay window with a 3 s margin, so a
@@ -120,42 +121,42 @@ func fault(t *testing.T, f simulator.Fault) {
 	require.NoError(t, sim().AddFault(f))
 }
 
-func input(p provider.Name, key string) workflows.Input {
+func input(p provider.Name, key string) contract.Input {
 	to := "+31612345678"
 	if p == provider.Sendy {
 		to = "+972502345678"
 	}
-	return workflows.Input{Key: key, Provider: string(p), To: to, Text: "Order " + key + " has shipped."}
+	return contract.Input{Key: key, Provider: string(p), To: to, Text: "Order " + key + " has shipped."}
 }
 
 // start starts the event's run the way the starter does: id = key,
 // REJECT_DUPLICATE and USE_EXISTING.
-func start(ctx context.Context, in workflows.Input) (client.WorkflowRun, error) {
+func start(ctx context.Context, in contract.Input) (client.WorkflowRun, error) {
 	return stack.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: in.Key, TaskQueue: workflows.TaskQueue,
+		ID: in.Key, TaskQueue: contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            "SMS " + in.Key + " to " + logging.MaskPhone(in.To) + " via " + in.Provider,
+		StaticSummary:            "SMS " + in.Key + " to " + sms.MaskPhone(in.To) + " via " + in.Provider,
 		// Without it ExecuteWorkflow hides a refused start behind a handle to the old run.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, workflows.WorkflowName, in)
+	}, contract.WorkflowName, in)
 }
 
 // result waits for the run and returns its Result, whatever way it ended.
-func result(t *testing.T, run client.WorkflowRun) (workflows.Result, error) {
+func result(t *testing.T, run client.WorkflowRun) (contract.Result, error) {
 	t.Helper()
 	return resultWithin(t, run, time.Minute)
 }
 
 // resultWithin is result with another bound on the wait.
-func resultWithin(t *testing.T, run client.WorkflowRun, within time.Duration) (workflows.Result, error) {
+func resultWithin(t *testing.T, run client.WorkflowRun, within time.Duration) (contract.Result, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	var res workflows.Result
+	var res contract.Result
 	err := run.Get(ctx, &res)
 	if err != nil {
-		r, ok := workflows.ResultFromError(err)
+		r, ok := contract.ResultFromError(err)
 		require.True(t, ok, "the run ended without a Result: %v", err)
 		res = r
 	}
@@ -163,19 +164,19 @@ func resultWithin(t *testing.T, run client.WorkflowRun, within time.Duration) (w
 }
 
 // status queries the run's state.
-func status(t *testing.T, key string) workflows.Status {
+func status(t *testing.T, key string) contract.Status {
 	t.Helper()
-	v, err := stack.Client.QueryWorkflow(context.Background(), key, "", workflows.QueryState)
+	v, err := stack.Client.QueryWorkflow(context.Background(), key, "", contract.QueryState)
 	require.NoError(t, err)
-	var s workflows.Status
+	var s contract.Status
 	require.NoError(t, v.Get(&s))
 	return s
 }
 
 // eventually waits for the run to reach a state.
-func awaitState(t *testing.T, key string, want workflows.State, within time.Duration) workflows.Status {
+func awaitState(t *testing.T, key string, want contract.State, within time.Duration) contract.Status {
 	t.Helper()
-	var s workflows.Status
+	var s contract.Status
 	require.Eventually(t, func() bool {
 		s = status(t, key)
 		return s.State == want

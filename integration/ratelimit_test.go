@@ -15,12 +15,12 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/sendy"
 	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 // counting counts the requests one worker makes to a provider.
@@ -68,7 +68,7 @@ func TestABurstStaysWithinSendysLimitAcrossTwoWorkers(t *testing.T) {
 	sc, err := sendy.New(sendy.Config{BaseURL: one.Sim.URL, Token: logging.Secret(one.Sim.Config().SendyToken), Sender: "SMS", Timeout: pol.AttemptTimeout})
 	require.NoError(t, err)
 	second := &counting{Client: sc}
-	stop, err := app.StartWorkers(one.Client, workflows.TaskQueue, &activities.Activities{
+	stop, err := app.StartWorkers(one.Client, contract.TaskQueue, &activities.Activities{
 		Providers: map[provider.Name]provider.Client{provider.Sendy: second},
 		Policies:  one.Config.Policies, Ledger: one.Ledger, Logger: zap.NewNop(),
 	}, one.Config.RateLimits, app.Tuning{StopTimeout: time.Second})

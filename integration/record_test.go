@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
-	"github.com/acme/smsorch/workflows"
 )
 
 // TestRecordHistories writes the histories that workflows/replay_test.go
@@ -38,8 +38,8 @@ func TestRecordHistories(t *testing.T) {
 	// The provider down past the window, reconciliation, a refused signal,
 	// a resend decision, a new key, delivery.
 	down := downPastTheWindow(t, provider.Bird)
-	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", workflows.SignalResend, map[string]string{"reason": "no by"}))
-	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", workflows.SignalResend, map[string]string{"reason": "customer called", "by": "alice"}))
+	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", contract.SignalResend, map[string]string{"reason": "no by"}))
+	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", contract.SignalResend, map[string]string{"reason": "customer called", "by": "alice"}))
 	_, err := result(t, stack.Client.GetWorkflow(ctx, down.Key, ""))
 	require.NoError(t, err)
 	save(t, dir, "v1-down-reconcile-resend.json", down.Key)
@@ -71,15 +71,15 @@ func TestRecordHistories(t *testing.T) {
 		}},
 		{"v1-blind-resend-forced.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Sendy)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]string{"reason": "not forced", "by": "carol"}))
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]any{"reason": "customer confirmed", "by": "carol", "force": true}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, map[string]string{"reason": "not forced", "by": "carol"}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, map[string]any{"reason": "customer confirmed", "by": "carol", "force": true}))
 			return ended(t, in.Key)
 		}},
 		{"v1-cancel-by-update.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
 			h, err := stack.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID: in.Key, UpdateName: workflows.UpdateDecide, WaitForStage: client.WorkflowUpdateStageCompleted,
-				Args: []any{workflows.Decision{Action: workflows.ActionCancel, Reason: "order cancelled", By: "dave"}},
+				WorkflowID: in.Key, UpdateName: contract.UpdateDecide, WaitForStage: client.WorkflowUpdateStageCompleted,
+				Args: []any{contract.Decision{Action: contract.ActionCancel, Reason: "order cancelled", By: "dave"}},
 			})
 			require.NoError(t, err)
 			require.NoError(t, h.Get(ctx, nil))
@@ -101,7 +101,7 @@ func TestRecordHistories(t *testing.T) {
 		}},
 		{"v3-bird-down-reconcile-resend.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend, map[string]string{"reason": "customer called", "by": "erin"}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, map[string]string{"reason": "customer called", "by": "erin"}))
 			return ended(t, in.Key)
 		}},
 		// versionLeanHistory: ledger steps as local activities, delivery
@@ -114,7 +114,7 @@ func TestRecordHistories(t *testing.T) {
 		}},
 		{"v4-sendy-down-reconcile-cancel.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Sendy)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalCancel, map[string]string{"reason": "customer ordered again", "by": "erin"}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, map[string]string{"reason": "customer ordered again", "by": "erin"}))
 			return ended(t, in.Key)
 		}},
 		{"v1-temporal-cancellation.json", func(t *testing.T) string {
@@ -136,13 +136,13 @@ func failedThenResent(t *testing.T) string {
 	fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
-	awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
-	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", workflows.SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"}))
+	awaitState(t, in.Key, contract.AwaitingDecision, 30*time.Second)
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"}))
 	return ended(t, in.Key)
 }
 
 // finished starts the event and waits for its run to end.
-func finished(t *testing.T, in workflows.Input) string {
+func finished(t *testing.T, in contract.Input) string {
 	t.Helper()
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)

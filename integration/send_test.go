@@ -13,10 +13,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
-	"github.com/acme/smsorch/workflows"
 )
 
 var both = []provider.Name{provider.Bird, provider.Sendy}
@@ -45,7 +45,7 @@ func TestOneEventStartedTenTimesSendsOnce(t *testing.T) {
 			}
 			res, err := result(t, runs[0])
 			require.NoError(t, err)
-			require.Equal(t, workflows.Delivered, res.State)
+			require.Equal(t, contract.Delivered, res.State)
 
 			for i := 0; i < 5; i++ {
 				_, err := start(ctx, in)
@@ -67,7 +67,7 @@ func TestDroppedAnswerIsReplayed(t *testing.T) {
 			require.NoError(t, err)
 			res, err := result(t, run)
 			require.NoError(t, err)
-			require.Equal(t, workflows.Delivered, res.State)
+			require.Equal(t, contract.Delivered, res.State)
 			require.Equal(t, 1, res.Replays, "the replay is visible in the result")
 			require.Equal(t, 2, res.Attempts)
 			msgs := messages(p, in.Key)
@@ -116,7 +116,7 @@ func TestTransientAnswersThenSuccessSendOnce(t *testing.T) {
 			require.NoError(t, err)
 			res, err := result(t, run)
 			require.NoError(t, err)
-			require.Equal(t, workflows.Delivered, res.State)
+			require.Equal(t, contract.Delivered, res.State)
 			require.Equal(t, 2, res.Attempts)
 			require.Len(t, messages(tc.p, in.Key), 1)
 			requireSameBytes(t, tc.p, in.Key)
@@ -135,7 +135,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 			require.NoError(t, err)
 			res, err := result(t, run)
 			require.NoError(t, err)
-			require.Equal(t, workflows.Delivered, res.State)
+			require.Equal(t, contract.Delivered, res.State)
 			var sends []simulator.Request
 			for _, r := range sim().Requests(simulator.Filter{Provider: string(p), Key: in.Key}) {
 				if r.Method == http.MethodPost {
@@ -168,7 +168,7 @@ func TestKeyConflictFailsTheRunWithoutRetry(t *testing.T) {
 			require.NoError(t, err)
 			res, err := result(t, run)
 			require.Error(t, err)
-			require.Equal(t, workflows.Failed, res.State)
+			require.Equal(t, contract.Failed, res.State)
 			want := map[provider.Name]string{provider.Bird: "409 E01005 IdempotencyKeyReuse", provider.Sendy: "409 IDEMPOTENCY_CONFLICT"}[p]
 			require.Contains(t, res.Reason, want)
 			require.Equal(t, 1, res.Attempts, "not retried")
@@ -181,7 +181,7 @@ func TestKeyConflictFailsTheRunWithoutRetry(t *testing.T) {
 
 // squat sends a request under the key directly to the simulator, as
 // another system with a key-assignment bug would.
-func squat(t *testing.T, p provider.Name, in workflows.Input) {
+func squat(t *testing.T, p provider.Name, in contract.Input) {
 	t.Helper()
 	var url, auth, body string
 	if p == provider.Bird {
@@ -205,13 +205,13 @@ func squat(t *testing.T, p provider.Name, in workflows.Input) {
 
 // The provider stays down past the (shortened) replay window: the run
 // reconciles, finds nothing and waits for a person.
-func downPastTheWindow(t *testing.T, p provider.Name) workflows.Input {
+func downPastTheWindow(t *testing.T, p provider.Name) contract.Input {
 	t.Helper()
 	in := input(p, newKey("shipped"))
 	fault(t, simulator.Fault{Kind: simulator.Error5xx, Provider: string(p), Key: in.Key, Rate: 1})
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
-	s := awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
+	s := awaitState(t, in.Key, contract.AwaitingDecision, 30*time.Second)
 	require.Empty(t, messages(p, in.Key))
 	// The window ran out with the outcome unknown: said when the last
 	// same-key attempt ran, or when a busy worker reached it after the
@@ -222,7 +222,7 @@ func downPastTheWindow(t *testing.T, p provider.Name) workflows.Input {
 	return in
 }
 
-func timelineText(s workflows.Status) string {
+func timelineText(s contract.Status) string {
 	var b strings.Builder
 	for _, e := range s.Timeline {
 		b.WriteString(e.Text + "\n")
@@ -241,19 +241,19 @@ func TestProviderDownThenResendSendsOnceUnderTheResendKey(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			in := downPastTheWindow(t, p)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend,
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend,
 				map[string]string{"reason": "customer got nothing", "by": "alice"}))
 			if p == provider.Sendy {
 				require.Eventually(t, func() bool {
 					return strings.Contains(timelineText(status(t, in.Key)), `refused a resend signal from alice: refused: sendy's records cannot be searched`)
 				}, 10*time.Second, 100*time.Millisecond)
-				require.Equal(t, workflows.AwaitingDecision, status(t, in.Key).State)
-				require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", workflows.SignalResend,
+				require.Equal(t, contract.AwaitingDecision, status(t, in.Key).State)
+				require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend,
 					map[string]any{"reason": "customer confirmed nothing arrived", "by": "alice", "force": true}))
 			}
 			res, err := result(t, stack.Client.GetWorkflow(ctx, in.Key, ""))
 			require.NoError(t, err)
-			require.Equal(t, workflows.Delivered, res.State)
+			require.Equal(t, contract.Delivered, res.State)
 			resendKey := in.Key + "~resend-1"
 			require.Equal(t, []string{resendKey}, res.ResendKeys)
 			require.Empty(t, messages(p, in.Key))
@@ -299,7 +299,7 @@ func TestALastAttemptCollectsTheAnswerAHangStored(t *testing.T) {
 	require.NoError(t, err)
 	res, err := result(t, run)
 	require.NoError(t, err)
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	msgs := messages(provider.Sendy, in.Key)
 	require.Len(t, msgs, 1)
 	require.Equal(t, []string{msgs[0].ID}, res.MessageIDs)
@@ -311,11 +311,11 @@ func TestALastAttemptCollectsTheAnswerAHangStored(t *testing.T) {
 func TestProviderDownThenCancelSendsNothing(t *testing.T) {
 	t.Parallel()
 	in := downPastTheWindow(t, provider.Bird)
-	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", workflows.SignalCancel,
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalCancel,
 		map[string]string{"reason": "order cancelled", "by": "bob"}))
 	res, err := result(t, stack.Client.GetWorkflow(context.Background(), in.Key, ""))
 	require.Error(t, err)
-	require.Equal(t, workflows.Cancelled, res.State)
+	require.Equal(t, contract.Cancelled, res.State)
 	require.Equal(t, "cancelled by bob: order cancelled", res.Reason)
 	require.Empty(t, sim().Messages(simulator.Filter{Key: in.Key}))
 	require.Empty(t, sim().Messages(simulator.Filter{Key: in.Key + "~resend-1"}))
@@ -353,14 +353,14 @@ func TestSettledEventIsNotSentAgainEvenByANewRun(t *testing.T) {
 		Key: in.Key, Provider: in.Provider, Recipient: in.To, Text: in.Text, RunID: "a-run-past-retention", CreatedAt: time.Now().Add(-40 * 24 * time.Hour),
 	})
 	require.NoError(t, err)
-	_, err = stack.Ledger.Settle(ctx, in.Key, string(workflows.Delivered), "delivered", "m-from-last-month", time.Now().Add(-39*24*time.Hour))
+	_, err = stack.Ledger.Settle(ctx, in.Key, string(contract.Delivered), "delivered", "m-from-last-month", time.Now().Add(-39*24*time.Hour))
 	require.NoError(t, err)
 
 	run, err := start(ctx, in)
 	require.NoError(t, err)
 	res, err := result(t, run)
 	require.NoError(t, err)
-	require.Equal(t, workflows.Duplicate, res.State)
+	require.Equal(t, contract.Duplicate, res.State)
 	require.Contains(t, res.Reason, "already sent as message m-from-last-month")
 	require.Empty(t, sim().Requests(simulator.Filter{Key: in.Key}), "nothing reached the provider")
 }
@@ -375,21 +375,21 @@ func TestAResendWaitsForAHungAttemptToLand(t *testing.T) {
 	in := resendWhileAHungAttemptLands(t)
 	res, err := result(t, stack.Client.GetWorkflow(context.Background(), in.Key, ""))
 	require.NoError(t, err)
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Empty(t, res.Resends, "the landed message was followed")
 	require.Empty(t, messages(provider.Bird, in.Key+"~resend-1"))
 	require.Len(t, messages(provider.Bird, in.Key), 2, "the failed one and the one that landed")
 }
 
-func resendWhileAHungAttemptLands(t *testing.T) workflows.Input {
+func resendWhileAHungAttemptLands(t *testing.T) contract.Input {
 	t.Helper()
 	in := input(provider.Bird, newKey("shipped"))
 	fault(t, simulator.Fault{Kind: simulator.LockExpiry, Provider: "bird", Key: in.Key, Delay: simulator.Duration(4 * time.Second)})
 	fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
-	awaitState(t, in.Key, workflows.AwaitingDecision, 30*time.Second)
-	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", workflows.SignalResend,
+	awaitState(t, in.Key, contract.AwaitingDecision, 30*time.Second)
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalResend,
 		map[string]string{"reason": "the message failed", "by": "ivy"}))
 	return in
 }
@@ -412,14 +412,14 @@ func checkProviderQueues(t *testing.T, key string, p provider.Name) {
 		seen[name]++
 		switch name {
 		case "Send":
-			require.Equal(t, workflows.ProviderTaskQueue(workflows.TaskQueue, string(p), workflows.PurposeSend), queue)
+			require.Equal(t, contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeSend), queue)
 		case "Status", "Reconcile":
-			require.Equal(t, workflows.ProviderTaskQueue(workflows.TaskQueue, string(p), workflows.PurposeLookup), queue, name)
+			require.Equal(t, contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeLookup), queue, name)
 			if name == "Reconcile" {
 				require.EqualValues(t, 1, a.GetPriority().GetPriorityKey(), "a search goes before the status lookups")
 			}
 		default:
-			require.Equal(t, workflows.TaskQueue, queue, name)
+			require.Equal(t, contract.TaskQueue, queue, name)
 		}
 	}
 	require.Positive(t, seen["Send"])
@@ -438,7 +438,7 @@ func TestADeliveredRunHasALeanHistory(t *testing.T) {
 	require.NoError(t, err)
 	res, err := result(t, stack.Client.GetWorkflow(context.Background(), started.Key, started.RunID))
 	require.NoError(t, err)
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	it := stack.Client.GetWorkflowHistory(context.Background(), started.Key, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	events, markers, upserts, tasks := 0, 0, 0, map[string]int{}
 	for it.HasNext() {

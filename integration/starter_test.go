@@ -15,11 +15,11 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/acme/smsorch/cli"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 func goAPI() *starter.Starter {
@@ -58,7 +58,7 @@ func TestFiftyConcurrentStartsThroughTheGoAPI(t *testing.T) {
 
 	res, err := goAPI().Wait(ctx, results[0].Key)
 	require.NoError(t, err)
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Len(t, messages(provider.Bird, results[0].Key), 1)
 
 	// The starter gives the run its summary and details in the Temporal UI.
@@ -74,7 +74,7 @@ func TestFiftyConcurrentStartsThroughTheGoAPI(t *testing.T) {
 	again, err := goAPI().Send(ctx, e)
 	require.NoError(t, err)
 	require.False(t, again.Started)
-	require.Equal(t, workflows.Delivered, again.State, "a start after completion reports the run's state")
+	require.Equal(t, contract.Delivered, again.State, "a start after completion reports the run's state")
 	require.Len(t, messages(provider.Bird, results[0].Key), 1)
 }
 
@@ -128,10 +128,10 @@ func TestFiftyConcurrentPostsToTheHTTPIntake(t *testing.T) {
 	// The intake also answers the run's state.
 	resp, err := http.Get(stack.IntakeURL + "/v1/events/" + key)
 	require.NoError(t, err)
-	var st workflows.Status
+	var st contract.Status
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	_ = resp.Body.Close()
-	require.Equal(t, workflows.Delivered, st.State)
+	require.Equal(t, contract.Delivered, st.State)
 }
 
 func TestConflictingPayloadIsRefused(t *testing.T) {
@@ -214,9 +214,9 @@ func TestTheCLIMovesAnAwaitingRun(t *testing.T) {
 		require.Contains(t, out, "forced resend accepted")
 		code, out, _ = smsctl(t, "--json", "wait", in.Key)
 		require.Equal(t, cli.ExitOK, code)
-		var res workflows.Result
+		var res contract.Result
 		require.NoError(t, json.Unmarshal([]byte(out), &res))
-		require.Equal(t, workflows.Delivered, res.State)
+		require.Equal(t, contract.Delivered, res.State)
 		require.Equal(t, []string{in.Key + "~resend-1"}, res.BlindResends)
 		require.True(t, res.PossibleDuplicate)
 		require.Len(t, messages(provider.Sendy, in.Key+"~resend-1"), 1)
@@ -229,9 +229,9 @@ func TestTheCLIMovesAnAwaitingRun(t *testing.T) {
 		require.Contains(t, out, "signalled cancel")
 		code, out, _ = smsctl(t, "--json", "wait", in.Key)
 		require.Equal(t, cli.ExitOK, code)
-		var res workflows.Result
+		var res contract.Result
 		require.NoError(t, json.Unmarshal([]byte(out), &res))
-		require.Equal(t, workflows.Cancelled, res.State)
+		require.Equal(t, contract.Cancelled, res.State)
 		require.Empty(t, sim().Messages(simulator.Filter{Key: in.Key + "~resend-1"}))
 	})
 }

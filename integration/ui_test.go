@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/workflows"
 )
 
 // uiClient speaks to the embedded web UI's server the way the UI's own
@@ -172,25 +172,25 @@ func TestRunsShowInTheWebUIAndItsSignalFormMovesThem(t *testing.T) {
 	require.NotContains(t, d, "+31612345678", "the number is masked")
 
 	// A malformed payload from the form is refused where a person sees it.
-	ui.signalFromUI(in.Key, workflows.SignalResend, map[string]string{"why": "?"})
+	ui.signalFromUI(in.Key, contract.SignalResend, map[string]string{"why": "?"})
 	require.Eventually(t, func() bool { return bytes.Contains([]byte(details()), []byte("refused a resend signal")) }, 10*time.Second, 100*time.Millisecond)
-	require.Equal(t, workflows.AwaitingDecision, status(t, in.Key).State)
+	require.Equal(t, contract.AwaitingDecision, status(t, in.Key).State)
 
 	// The plain form signal moves the run.
-	ui.signalFromUI(in.Key, workflows.SignalResend, map[string]string{"reason": "customer called", "by": "carol"})
+	ui.signalFromUI(in.Key, contract.SignalResend, map[string]string{"reason": "customer called", "by": "carol"})
 	res, err := result(t, stack.Client.GetWorkflow(t.Context(), in.Key, ""))
 	require.NoError(t, err)
-	require.Equal(t, workflows.Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Len(t, messages(provider.Bird, in.Key+"~resend-1"), 1)
 }
 
 func TestCancelFromTheWebUIForm(t *testing.T) {
 	t.Parallel()
 	in := downPastTheWindow(t, provider.Sendy)
-	newUIClient(t).signalFromUI(in.Key, workflows.SignalCancel, map[string]string{"reason": "customer unsubscribed", "by": "dan"})
+	newUIClient(t).signalFromUI(in.Key, contract.SignalCancel, map[string]string{"reason": "customer unsubscribed", "by": "dan"})
 	res, err := result(t, stack.Client.GetWorkflow(t.Context(), in.Key, ""))
 	require.Error(t, err)
-	require.Equal(t, workflows.Cancelled, res.State)
+	require.Equal(t, contract.Cancelled, res.State)
 	require.Empty(t, messages(provider.Sendy, in.Key))
 	require.Empty(t, messages(provider.Sendy, in.Key+"~resend-1"))
 }

@@ -10,8 +10,6 @@ import (
 	"unicode/utf16"
 
 	"github.com/nyaruka/phonenumbers"
-
-	"github.com/acme/smsorch/logging"
 )
 
 // ErrInvalid is matched by errors.Is on every validation error.
@@ -71,7 +69,7 @@ func ParseRecipient(s string) (Recipient, error) {
 			"check the digits and the country code"}
 	}
 	// Masked: the warning travels into run timelines, logs and answers.
-	r.Warning = fmt.Sprintf("%s is outside the number ranges known to be in use for +%d; it is accepted, but check the digits", logging.MaskPhone(r.E164), num.GetCountryCode())
+	r.Warning = fmt.Sprintf("%s is outside the number ranges known to be in use for +%d; it is accepted, but check the digits", MaskPhone(r.E164), num.GetCountryCode())
 	return r, nil
 }
 

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/sms"
-	"github.com/acme/smsorch/workflows"
 )
 
 // Event is a business event that must produce one SMS. Name the event by
@@ -37,8 +37,8 @@ type Event struct {
 
 // Plan is a validated event, ready to start.
 type Plan struct {
-	Key   keys.Key        `json:"key"`
-	Input workflows.Input `json:"input"`
+	Key   keys.Key       `json:"key"`
+	Input contract.Input `json:"input"`
 	// Text is how the network will carry the text.
 	Text sms.Text `json:"text"`
 	// Warnings are accepted but worth a look (a timestamp in the key, a
@@ -91,7 +91,7 @@ func Validate(e Event, now time.Time) (Plan, error) {
 		return p, invalid("from", fmt.Errorf("Bird sends from the SMS channel's own sender; leave the sender empty (it was %q)", e.From))
 	}
 	p.Key, p.Text = key, text
-	p.Input = workflows.Input{Key: string(key), Provider: string(prov), To: to.E164, From: strings.TrimSpace(e.From), Text: e.Text}
+	p.Input = contract.Input{Key: string(key), Provider: string(prov), To: to.E164, From: strings.TrimSpace(e.From), Text: e.Text}
 	if to.Warning != "" {
 		p.Warnings = append(p.Warnings, to.Warning)
 	}

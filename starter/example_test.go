@@ -8,8 +8,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 // Start the SMS of an "order shipped" event from application code. Run it
@@ -47,7 +47,7 @@ func ExampleStarter_Decide() {
 	}
 	defer c.Close()
 	ack, err := starter.New(c).Decide(context.Background(), "order-58213-shipped",
-		workflows.Decision{Action: workflows.ActionResend, Reason: "customer says nothing arrived", By: "alice"})
+		contract.Decision{Action: contract.ActionResend, Reason: "customer says nothing arrived", By: "alice"})
 	if err != nil {
 		log.Fatal(err) // e.g. "refused: the run is Accepted, not awaiting a decision"
 	}

@@ -30,9 +30,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/sms"
-	"github.com/acme/smsorch/workflows"
 )
 
 // Errors callers match with errors.Is (and errors.As for the types).
@@ -61,8 +60,8 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // Existing describes a run found for a key.
 type Existing struct {
-	RunID string          `json:"runId"`
-	State workflows.State `json:"state"`
+	RunID string         `json:"runId"`
+	State contract.State `json:"state"`
 	// Status is Temporal's status of the run: Running, Completed, ...
 	Status string `json:"status"`
 }
@@ -73,8 +72,8 @@ type Result struct {
 	RunID string `json:"runId"`
 	// Started is true when this call started the run; false when the
 	// event's run already existed (running or closed) and nothing new started.
-	Started bool            `json:"started"`
-	State   workflows.State `json:"state"`
+	Started bool           `json:"started"`
+	State   contract.State `json:"state"`
 	// Text is the encoding and segment count of the message.
 	Text     sms.Text `json:"text"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -133,9 +132,9 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 	}
 	sa := map[string]*commonpb.Payload{}
 	for name, v := range map[string]string{
-		workflows.StateAttribute.GetName():    string(workflows.Sending),
-		workflows.ProviderAttribute.GetName(): in.Provider,
-		workflows.KeyAttribute.GetName():      in.Key,
+		contract.StateAttribute.GetName():    string(contract.Sending),
+		contract.ProviderAttribute.GetName(): in.Provider,
+		contract.KeyAttribute.GetName():      in.Key,
 	} {
 		if sa[name], err = dc.ToPayload(v); err != nil {
 			return res, err
@@ -146,9 +145,9 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 	// the run (USE_EXISTING answers an attach as a success).
 	resp, err := s.c.WorkflowService().StartWorkflowExecution(ctx, &workflowservice.StartWorkflowExecutionRequest{
 		Namespace:                s.namespace,
-		WorkflowId:               workflows.WorkflowID(plan.Key),
-		WorkflowType:             &commonpb.WorkflowType{Name: workflows.WorkflowName},
-		TaskQueue:                &taskqueuepb.TaskQueue{Name: workflows.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		WorkflowId:               contract.WorkflowID(plan.Key),
+		WorkflowType:             &commonpb.WorkflowType{Name: contract.WorkflowName},
+		TaskQueue:                &taskqueuepb.TaskQueue{Name: contract.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
 		Input:                    input,
 		Identity:                 s.identity,
 		RequestId:                newRequestID(),
@@ -160,7 +159,7 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case err == nil && resp.GetStarted():
-		res.RunID, res.Started, res.State = resp.GetRunId(), true, workflows.Sending
+		res.RunID, res.Started, res.State = resp.GetRunId(), true, contract.Sending
 		return res, nil
 	case err == nil:
 		res.RunID = resp.GetRunId()
@@ -181,28 +180,28 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 }
 
 // Summary is the run's static summary in the Temporal UI, number masked.
-func Summary(in workflows.Input) string {
-	return fmt.Sprintf("SMS %s to %s via %s", in.Key, logging.MaskPhone(in.To), in.Provider)
+func Summary(in contract.Input) string {
+	return fmt.Sprintf("SMS %s to %s via %s", in.Key, sms.MaskPhone(in.To), in.Provider)
 }
 
 // Details are the run's static details in the Temporal UI: the facts of
 // the event, without the text (it may be a one-time code).
 func Details(p Plan) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "- key: `%s`\n- provider: %s\n- to: %s\n- text: %s\n", p.Input.Key, p.Input.Provider, logging.MaskPhone(p.Input.To), p.Text)
+	fmt.Fprintf(&b, "- key: `%s`\n- provider: %s\n- to: %s\n- text: %s\n", p.Input.Key, p.Input.Provider, sms.MaskPhone(p.Input.To), p.Text)
 	if p.Input.From != "" {
 		fmt.Fprintf(&b, "- sender: %s\n", p.Input.From)
 	}
 	for _, w := range p.Warnings {
-		fmt.Fprintf(&b, "- warning: %s\n", logging.MaskPhones(w))
+		fmt.Fprintf(&b, "- warning: %s\n", sms.MaskPhones(w))
 	}
-	fmt.Fprintf(&b, "\nDecide on a run awaiting a decision with the signal `%s` or `%s` and `{\"reason\": \"...\", \"by\": \"...\"}`.\n", workflows.SignalResend, workflows.SignalCancel)
+	fmt.Fprintf(&b, "\nDecide on a run awaiting a decision with the signal `%s` or `%s` and `{\"reason\": \"...\", \"by\": \"...\"}`.\n", contract.SignalResend, contract.SignalCancel)
 	return b.String()
 }
 
 // compare reads the existing run's input and state; field names what
 // differs from in ("" when it is the same message).
-func (s *Starter) compare(ctx context.Context, in workflows.Input, runID string) (Existing, string, error) {
+func (s *Starter) compare(ctx context.Context, in contract.Input, runID string) (Existing, string, error) {
 	existing, err := s.describe(ctx, in.Key, runID)
 	if err != nil {
 		return existing, "", err
@@ -215,7 +214,7 @@ func (s *Starter) compare(ctx context.Context, in workflows.Input, runID string)
 	if err != nil {
 		return existing, "", fmt.Errorf("read the run %s of %s: %w", runID, in.Key, err)
 	}
-	var was workflows.Input
+	var was contract.Input
 	if err := converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &was); err != nil {
 		return existing, "", fmt.Errorf("read the input of run %s of %s: %w", runID, in.Key, err)
 	}
@@ -246,10 +245,10 @@ func (s *Starter) describe(ctx context.Context, key, runID string) (Existing, er
 	}
 	info := d.GetWorkflowExecutionInfo()
 	ex := Existing{RunID: info.GetExecution().GetRunId(), Status: info.GetStatus().String()}
-	if p := info.GetSearchAttributes().GetIndexedFields()[workflows.StateAttribute.GetName()]; p != nil {
+	if p := info.GetSearchAttributes().GetIndexedFields()[contract.StateAttribute.GetName()]; p != nil {
 		var st string
 		if converter.GetDefaultDataConverter().FromPayload(p, &st) == nil {
-			ex.State = workflows.State(st)
+			ex.State = contract.State(st)
 		}
 	}
 	return ex, nil

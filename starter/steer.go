@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/keys"
-	"github.com/acme/smsorch/workflows"
 )
 
 func newRequestID() string { return uuid.NewString() }
@@ -36,15 +36,15 @@ func notFound(key string, err error) error {
 }
 
 // Status queries the run's state: the result so far and its timeline.
-func (s *Starter) Status(ctx context.Context, key string) (workflows.Status, error) {
+func (s *Starter) Status(ctx context.Context, key string) (contract.Status, error) {
 	if err := checkKey(key); err != nil {
-		return workflows.Status{}, err
+		return contract.Status{}, err
 	}
-	v, err := s.c.QueryWorkflow(ctx, key, "", workflows.QueryState)
+	v, err := s.c.QueryWorkflow(ctx, key, "", contract.QueryState)
 	if err != nil {
-		return workflows.Status{}, notFound(key, fmt.Errorf("query the run of %s: %w", key, err))
+		return contract.Status{}, notFound(key, fmt.Errorf("query the run of %s: %w", key, err))
 	}
-	var st workflows.Status
+	var st contract.Status
 	if err := v.Get(&st); err != nil {
 		return st, fmt.Errorf("read the state of %s: %w", key, err)
 	}
@@ -55,28 +55,28 @@ func (s *Starter) Status(ctx context.Context, key string) (workflows.Status, err
 // the answer is synchronous, and a decision that does not fit the run's
 // state is refused at once (the error says why) without touching history.
 // It needs a worker to answer; Signal queues a decision without one.
-func (s *Starter) Decide(ctx context.Context, key string, d workflows.Decision) (workflows.DecisionAck, error) {
+func (s *Starter) Decide(ctx context.Context, key string, d contract.Decision) (contract.DecisionAck, error) {
 	if err := checkKey(key); err != nil {
-		return workflows.DecisionAck{}, err
+		return contract.DecisionAck{}, err
 	}
 	if err := d.Validate(); err != nil {
-		return workflows.DecisionAck{}, invalid("decision", err)
+		return contract.DecisionAck{}, invalid("decision", err)
 	}
 	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: key, UpdateName: workflows.UpdateDecide, Args: []any{d},
+		WorkflowID: key, UpdateName: contract.UpdateDecide, Args: []any{d},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		// The server answers an update to a closed run with NotFound too.
 		if ex, derr := s.describe(ctx, key, ""); derr == nil {
-			return workflows.DecisionAck{}, fmt.Errorf("refused: the run of %s has ended (%s, %s); a %s applies only to a run awaiting a decision", key, ex.State, ex.Status, d.Action)
+			return contract.DecisionAck{}, fmt.Errorf("refused: the run of %s has ended (%s, %s); a %s applies only to a run awaiting a decision", key, ex.State, ex.Status, d.Action)
 		}
 	}
 	if err != nil {
-		return workflows.DecisionAck{}, notFound(key, fmt.Errorf("%s %s: %w", d.Action, key, err))
+		return contract.DecisionAck{}, notFound(key, fmt.Errorf("%s %s: %w", d.Action, key, err))
 	}
-	var ack workflows.DecisionAck
+	var ack contract.DecisionAck
 	if err := h.Get(ctx, &ack); err != nil {
 		return ack, fmt.Errorf("%s %s: %w", d.Action, key, err)
 	}
@@ -86,7 +86,7 @@ func (s *Starter) Decide(ctx context.Context, key string, d workflows.Decision) 
 // Signal sends a decision as the plain resend/cancel signal, exactly as the
 // Temporal UI's signal form or CLI does. It is durable: the run applies it
 // (or records why it refused it, in its timeline) when a worker runs.
-func (s *Starter) Signal(ctx context.Context, key string, d workflows.Decision) error {
+func (s *Starter) Signal(ctx context.Context, key string, d contract.Decision) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
@@ -103,16 +103,16 @@ func (s *Starter) Signal(ctx context.Context, key string, d workflows.Decision) 
 
 // Wait blocks until the run ends and returns its Result. A run that ended
 // Failed or Cancelled returns its Result and the run's error.
-func (s *Starter) Wait(ctx context.Context, key string) (workflows.Result, error) {
+func (s *Starter) Wait(ctx context.Context, key string) (contract.Result, error) {
 	if err := checkKey(key); err != nil {
-		return workflows.Result{}, err
+		return contract.Result{}, err
 	}
-	var res workflows.Result
+	var res contract.Result
 	err := s.c.GetWorkflow(ctx, key, "").Get(ctx, &res)
 	if err == nil {
 		return res, nil
 	}
-	if r, ok := workflows.ResultFromError(err); ok {
+	if r, ok := contract.ResultFromError(err); ok {
 		return r, err
 	}
 	return res, notFound(key, err)
@@ -120,10 +120,10 @@ func (s *Starter) Wait(ctx context.Context, key string) (workflows.Result, error
 
 // Run is one row of List.
 type Run struct {
-	Key      string          `json:"key"`
-	RunID    string          `json:"runId"`
-	State    workflows.State `json:"state"`
-	Provider string          `json:"provider"`
+	Key      string         `json:"key"`
+	RunID    string         `json:"runId"`
+	State    contract.State `json:"state"`
+	Provider string         `json:"provider"`
 	// Status is Temporal's: Running, Completed, Failed, Canceled, ...
 	Status    string    `json:"status"`
 	StartTime time.Time `json:"startTime"`
@@ -133,10 +133,10 @@ type Run struct {
 // List returns the event runs in a state (all when state is empty), newest
 // first, through the visibility query the Temporal UI uses:
 // SmsState="AwaitingDecision".
-func (s *Starter) List(ctx context.Context, state workflows.State, limit int) ([]Run, error) {
-	q := fmt.Sprintf("WorkflowType = %q", workflows.WorkflowName)
+func (s *Starter) List(ctx context.Context, state contract.State, limit int) ([]Run, error) {
+	q := fmt.Sprintf("WorkflowType = %q", contract.WorkflowName)
 	if state != "" {
-		q += fmt.Sprintf(" AND %s = %q", workflows.StateAttribute.GetName(), string(state))
+		q += fmt.Sprintf(" AND %s = %q", contract.StateAttribute.GetName(), string(state))
 	}
 	var out []Run
 	var token []byte
@@ -155,10 +155,10 @@ func (s *Starter) List(ctx context.Context, state workflows.State, limit int) ([
 			}
 			fields := e.GetSearchAttributes().GetIndexedFields()
 			var v string
-			if converter.GetDefaultDataConverter().FromPayload(fields[workflows.StateAttribute.GetName()], &v) == nil {
-				r.State = workflows.State(v)
+			if converter.GetDefaultDataConverter().FromPayload(fields[contract.StateAttribute.GetName()], &v) == nil {
+				r.State = contract.State(v)
 			}
-			if converter.GetDefaultDataConverter().FromPayload(fields[workflows.ProviderAttribute.GetName()], &v) == nil {
+			if converter.GetDefaultDataConverter().FromPayload(fields[contract.ProviderAttribute.GetName()], &v) == nil {
 				r.Provider = v
 			}
 			out = append(out, r)
@@ -173,11 +173,11 @@ func (s *Starter) List(ctx context.Context, state workflows.State, limit int) ([
 }
 
 // knownStates are the values List accepts.
-var knownStates = []workflows.State{workflows.Sending, workflows.Reconciling, workflows.Accepted, workflows.AwaitingDecision,
-	workflows.Delivered, workflows.Failed, workflows.Cancelled, workflows.Duplicate}
+var knownStates = []contract.State{contract.Sending, contract.Reconciling, contract.Accepted, contract.AwaitingDecision,
+	contract.Delivered, contract.Failed, contract.Cancelled, contract.Duplicate}
 
 // ParseState accepts a state name in any case.
-func ParseState(s string) (workflows.State, error) {
+func ParseState(s string) (contract.State, error) {
 	for _, k := range knownStates {
 		if strings.EqualFold(s, string(k)) {
 			return k, nil

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/reconcile"
 )
@@ -82,7 +83,7 @@ func TestALateEffectOfAHungAttemptIsFoundBeforeSettling(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.True(t, res.DuplicateSend, "the second message is reported")
 	require.ElementsMatch(t, []string{"m-1", "m-2"}, res.MessageIDs)
 	require.Len(t, calls.at, 2, "one search at acceptance, one after the late-effect horizon")
@@ -155,7 +156,7 @@ func TestOneLastAttemptCollectsTheStoredAnswerBeforeTheWindowCloses(t *testing.T
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Equal(t, []string{"s-1"}, res.MessageIDs)
 	require.Equal(t, 1, res.Replays)
 	require.Equal(t, len(h.sends), res.Attempts, "every attempt is counted, the retries' and the last one")
@@ -194,23 +195,23 @@ func TestNoResendPastTheWindowWithoutASearchUnlessForced(t *testing.T) {
 	calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		return activities.ReconcileOutput{}, errSearch
 	})
-	var waiting Status
-	h.signal(4*time.Hour, SignalResend, map[string]any{"reason": "customer called", "by": "alice"})
+	var waiting contract.Status
+	h.signal(4*time.Hour, contract.SignalResend, map[string]any{"reason": "customer called", "by": "alice"})
 	h.env.RegisterDelayedCallback(func() { waiting = h.query() }, 5*time.Hour)
-	h.signal(6*time.Hour, SignalResend, map[string]any{"reason": "customer called again", "by": "bob", "force": true})
+	h.signal(6*time.Hour, contract.SignalResend, map[string]any{"reason": "customer called again", "by": "bob", "force": true})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 
-	require.Equal(t, AwaitingDecision, waiting.State, "a plain resend after a failed search waits")
+	require.Equal(t, contract.AwaitingDecision, waiting.State, "a plain resend after a failed search waits")
 	require.Contains(t, waiting.Reason, "the resend decided by alice waits: the provider's records could not be searched")
 	require.Contains(t, waiting.Reason, `"force": true`)
 	require.Empty(t, waiting.ResendKeys, "nothing was sent blind")
 	require.Greater(t, len(calls.at), 3, "the failed search is retried while the run awaits")
 
 	require.Equal(t, []string{key + "~resend-1"}, res.BlindResends)
-	require.Equal(t, []Resend{{Key: key + "~resend-1", By: "bob", Reason: "customer called again", Basis: BasisBlind}}, res.Resends)
+	require.Equal(t, []contract.Resend{{Key: key + "~resend-1", By: "bob", Reason: "customer called again", Basis: contract.BasisBlind}}, res.Resends)
 	require.True(t, res.PossibleDuplicate)
 	require.True(t, timelineHas(h.query(), "blind resend under "+key+"~resend-1 forced by bob"))
 }
@@ -230,7 +231,7 @@ func TestARetriedSearchFindsTheMessage(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Equal(t, []string{"m-1"}, res.MessageIDs)
 	require.Empty(t, res.ResendKeys)
 	require.True(t, timelineHas(h.query(), "reconciled on retry"))
@@ -247,19 +248,19 @@ func TestUnsearchableProviderNeedsAForcedResend(t *testing.T) {
 	})
 	var refused error
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateDecide, "plain", &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(contract.UpdateDecide, "plain", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { refused = err }, OnAccept: func() { t.Error("a blind resend needs force") }, OnComplete: func(any, error) {},
-		}, Decision{Action: ActionResend, Reason: "customer called", By: "carol"})
-		h.env.UpdateWorkflow(UpdateDecide, "forced", &testsuite.TestUpdateCallback{
+		}, contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "carol"})
+		h.env.UpdateWorkflow(contract.UpdateDecide, "forced", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, Decision{Action: ActionResend, Reason: "customer confirmed nothing arrived", By: "carol", Force: true})
+		}, contract.Decision{Action: contract.ActionResend, Reason: "customer confirmed nothing arrived", By: "carol", Force: true})
 	}, 4*time.Hour)
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
 	require.ErrorContains(t, refused, `resend with "force": true`)
 	require.Equal(t, []string{key + "~resend-1"}, res.BlindResends)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 }
 
 // Point 4: a decision that arrives while a resend is being planned is
@@ -288,23 +289,23 @@ func TestADecisionDuringTheResendIsRefused(t *testing.T) {
 		mu.Unlock()
 		return h.request(in.SendKey), nil
 	})
-	var during Status
+	var during contract.Status
 	var updateErr error
-	h.signal(time.Hour, SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"})
+	h.signal(time.Hour, contract.SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"})
 	h.env.RegisterDelayedCallback(func() {
 		during = h.query()
-		h.env.SignalWorkflow(SignalCancel, map[string]string{"reason": "never mind", "by": "jack"})
-		h.env.UpdateWorkflow(UpdateDecide, "second", &testsuite.TestUpdateCallback{
+		h.env.SignalWorkflow(contract.SignalCancel, map[string]string{"reason": "never mind", "by": "jack"})
+		h.env.UpdateWorkflow(contract.UpdateDecide, "second", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { updateErr = err }, OnAccept: func() { t.Error("a second decision must be refused") }, OnComplete: func(any, error) {},
-		}, Decision{Action: ActionResend, Reason: "again", By: "kim"})
+		}, contract.Decision{Action: contract.ActionResend, Reason: "again", By: "kim"})
 	}, time.Hour+30*time.Second)
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State, "the cancel was refused, not applied while the resend went out")
-	require.NotEqual(t, AwaitingDecision, during.State, "the run left AwaitingDecision before planning")
+	require.Equal(t, contract.Delivered, res.State, "the cancel was refused, not applied while the resend went out")
+	require.NotEqual(t, contract.AwaitingDecision, during.State, "the run left AwaitingDecision before planning")
 	require.ErrorContains(t, updateErr, "not awaiting a decision")
-	require.Equal(t, []Resend{{Key: key + "~resend-1", By: "ivy", Reason: "the phone was off", Basis: BasisDeliveryFailed}}, res.Resends, "one resend, nobody decided a second")
+	require.Equal(t, []contract.Resend{{Key: key + "~resend-1", By: "ivy", Reason: "the phone was off", Basis: contract.BasisDeliveryFailed}}, res.Resends, "one resend, nobody decided a second")
 	require.Equal(t, 1, plans)
 	require.True(t, timelineHas(h.query(), "refused a cancel signal from jack"))
 }
@@ -334,7 +335,7 @@ func TestAResumedEventReconcilesEveryKeyAndNeverReusesAResendKey(t *testing.T) {
 		return accepted("m-3", attempt, provider.Accepted), nil
 	})
 	h.statuses(provider.StatusDelivered)
-	h.signal(time.Hour, SignalResend, map[string]string{"reason": "not found anywhere", "by": "lee"})
+	h.signal(time.Hour, contract.SignalResend, map[string]string{"reason": "not found anywhere", "by": "lee"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
@@ -358,7 +359,7 @@ func TestASettleThatCannotBeWrittenFailsTheRunVisibly(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.Error(t, err)
-	require.Equal(t, Failed, res.State)
+	require.Equal(t, contract.Failed, res.State)
 	require.Contains(t, res.Reason, "the outcome Delivered (delivered as message m-1) could not be recorded in the ledger: ledger: settle order-58213-shipped: disk I/O error")
 	require.Equal(t, []string{"m-1"}, res.MessageIDs, "what was sent is still reported")
 }
@@ -375,13 +376,13 @@ func TestAResendJustBeforeTheWindowClosesIsStillReconciled(t *testing.T) {
 		// The ledger holds the unknown attempts, the last one just now.
 		return activities.ReconcileOutput{Searched: true, ByKey: true, LastUncertainAt: h.start.Add(h.policy.SendBudget() - 10*time.Second)}, nil
 	})
-	h.signal(h.policy.SendBudget()-time.Second, SignalResend, map[string]string{"reason": "customer called", "by": "alice"})
+	h.signal(h.policy.SendBudget()-time.Second, contract.SignalResend, map[string]string{"reason": "customer called", "by": "alice"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
 	require.Less(t, calls.at[0], h.policy.SendBudget(), "the run awaited inside the window")
 	require.Len(t, calls.at, 3, "at the window's end, before the resend, and before settling")
-	require.Equal(t, BasisReconciled, res.Resends[0].Basis)
+	require.Equal(t, contract.BasisReconciled, res.Resends[0].Basis)
 }
 
 // After a forced resend, the new key's own outcome decides: its failed
@@ -406,15 +407,15 @@ func TestAfterABlindResendAPlainResendOfAFailedDeliveryIsAccepted(t *testing.T) 
 		}
 		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
 	})
-	h.signal(4*time.Hour, SignalResend, map[string]any{"reason": "customer confirmed", "by": "carol", "force": true})
-	h.signal(5*time.Hour+10*time.Minute, SignalResend, map[string]any{"reason": "the phone was off", "by": "carol"})
+	h.signal(4*time.Hour, contract.SignalResend, map[string]any{"reason": "customer confirmed", "by": "carol", "force": true})
+	h.signal(5*time.Hour+10*time.Minute, contract.SignalResend, map[string]any{"reason": "the phone was off", "by": "carol"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Len(t, res.Resends, 2)
-	require.Equal(t, BasisBlind, res.Resends[0].Basis)
-	require.Equal(t, BasisDeliveryFailed, res.Resends[1].Basis)
+	require.Equal(t, contract.BasisBlind, res.Resends[0].Basis)
+	require.Equal(t, contract.BasisDeliveryFailed, res.Resends[1].Basis)
 }
 
 // A message fails delivery quickly while a hung attempt of the key may
@@ -440,11 +441,11 @@ func TestAResendWaitsForAHungAttemptBeforeSending(t *testing.T) {
 		}
 		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: msgs}, nil
 	})
-	h.signal(20*time.Second, SignalResend, map[string]string{"reason": "the first one failed", "by": "ivy"})
+	h.signal(20*time.Second, contract.SignalResend, map[string]string{"reason": "the first one failed", "by": "ivy"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Empty(t, res.Resends, "the late message was followed; nothing was resent")
 	for _, s := range h.sends {
 		require.Equal(t, key, s.Request.Key)
@@ -465,11 +466,11 @@ func TestAMessageThatLandsAfterACancelIsReported(t *testing.T) {
 		}
 		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-1", Reference: key, Status: provider.StatusSent}}}, nil
 	})
-	h.signal(4*time.Hour, SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
+	h.signal(4*time.Hour, contract.SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Accepted, res.State)
+	require.Equal(t, contract.Accepted, res.State)
 	require.Contains(t, res.Reason, "message m-1 of the event turned up after the run had ended Cancelled")
 	require.Equal(t, "Accepted", h.settled.Outcome)
 	require.Equal(t, "m-1", h.settled.MessageID)
@@ -485,10 +486,10 @@ func TestSeveralUnknownAttemptsAtSendyArePossibleDuplicates(t *testing.T) {
 	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		return activities.ReconcileOutput{How: "sendy has no list endpoint", Unsearchable: []reconcile.Unsearchable{{Key: key, Uncertain: 3}}}, nil
 	})
-	h.signal(4*time.Hour, SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
+	h.signal(4*time.Hour, contract.SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
 	h.run()
 	res, _ := h.result()
-	require.Equal(t, Cancelled, res.State)
+	require.Equal(t, contract.Cancelled, res.State)
 	require.True(t, res.PossibleDuplicate)
 	require.True(t, timelineHas(h.query(), "3 attempts of "+key+" ended without a certain answer at bird, which cannot be searched by key"))
 }

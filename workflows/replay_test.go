@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/logging"
 )
 
@@ -34,11 +35,11 @@ func TestReplayRecordedHistories(t *testing.T) {
 			require.NoError(t, err)
 			// SendSMS refuses a workflow id other than the event key, so the
 			// replay runs under the original id rather than the replayer's default.
-			var in Input
+			var in contract.Input
 			started := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
 			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in))
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(SendSMS, workflow.RegisterOptions{Name: WorkflowName})
+			r.RegisterWorkflowWithOptions(SendSMS, workflow.RegisterOptions{Name: contract.WorkflowName})
 			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(
 				logging.SDK(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))), h,
 				worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: in.Key, RunID: started.GetOriginalExecutionRunId()}}))

@@ -18,10 +18,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/keys"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/metrics/name"
 	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/sms"
 )
 
 // a references the activities; Temporal only reads the method names.
@@ -35,7 +36,7 @@ const maxTimeline = 100
 // retry policy that retries only what is safe, track delivery, reconcile
 // when the replay window closes with the outcome unknown, and wait for a
 // person's resend or cancel where it stays unknown.
-func SendSMS(ctx workflow.Context, in Input) (Result, error) {
+func SendSMS(ctx workflow.Context, in contract.Input) (contract.Result, error) {
 	r := &run{in: in}
 	r.setup(ctx)
 	return r.run()
@@ -45,8 +46,8 @@ type run struct {
 	// ctx is disconnected from cancellation: a cancellation request is a
 	// decision to weigh, not an abort in the middle of a send.
 	ctx    workflow.Context
-	in     Input
-	st     Status
+	in     contract.Input
+	st     contract.Status
 	log    log.Logger
 	policy activities.Policy
 	// req is the send in progress (or last made); sendStart is when its
@@ -64,7 +65,7 @@ type run struct {
 	// primary is the message the run follows: the one its own accepted
 	// attempt returned, or the first live one reconciliation found.
 	primary string
-	pending *Decision
+	pending *contract.Decision
 	resends int
 
 	// v is the version of SendSMS this run follows (versions.go).
@@ -106,7 +107,7 @@ func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.Activ
 		if name == "" {
 			name = strings.ToLower(strings.TrimSpace(r.in.Provider))
 		}
-		o.TaskQueue = ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, name, purpose)
+		o.TaskQueue = contract.ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, name, purpose)
 	}
 	return o
 }
@@ -116,27 +117,27 @@ func (r *run) setup(ctx workflow.Context) {
 	r.ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion)
 	r.log = workflow.GetLogger(ctx)
-	r.st = Status{
-		Result:     Result{Key: r.in.Key, State: Sending, MessageIDs: []string{}, KeysUsed: []string{}},
+	r.st = contract.Status{
+		Result:     contract.Result{Key: r.in.Key, State: contract.Sending, MessageIDs: []string{}, KeysUsed: []string{}},
 		Provider:   r.in.Provider,
-		To:         logging.MaskPhone(r.in.To),
+		To:         sms.MaskPhone(r.in.To),
 		CurrentKey: r.in.Key,
-		Timeline:   []Entry{},
+		Timeline:   []contract.Entry{},
 	}
-	_ = workflow.SetQueryHandler(ctx, QueryState, func() (Status, error) { return r.snapshot(), nil })
-	_ = workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide,
-		func(ctx workflow.Context, d Decision) (DecisionAck, error) {
+	_ = workflow.SetQueryHandler(ctx, contract.QueryState, func() (contract.Status, error) { return r.snapshot(), nil })
+	_ = workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateDecide,
+		func(ctx workflow.Context, d contract.Decision) (contract.DecisionAck, error) {
 			if err := r.decide(d); err != nil {
-				return DecisionAck{}, err
+				return contract.DecisionAck{}, err
 			}
-			return DecisionAck{State: r.st.State, Message: r.ackMessage(d)}, nil
+			return contract.DecisionAck{State: r.st.State, Message: r.ackMessage(d)}, nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, d Decision) error { return r.check(d) }},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, d contract.Decision) error { return r.check(d) }},
 	)
 	workflow.Go(r.ctx, r.receiveSignals)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		ctx.Done().Receive(ctx, nil)
-		d := Decision{Action: ActionCancel, By: "Temporal cancellation request", Reason: "the run was asked to cancel"}
+		d := contract.Decision{Action: contract.ActionCancel, By: "Temporal cancellation request", Reason: "the run was asked to cancel"}
 		if err := r.decide(d); err != nil {
 			r.refuse(d, "cancellation request", err)
 		}
@@ -146,19 +147,19 @@ func (r *run) setup(ctx workflow.Context) {
 // receiveSignals applies resend and cancel signals, or records why not.
 func (r *run) receiveSignals(ctx workflow.Context) {
 	sel := workflow.NewSelector(ctx)
-	for _, action := range []string{ActionResend, ActionCancel} {
+	for _, action := range []string{contract.ActionResend, contract.ActionCancel} {
 		sel.AddReceive(workflow.GetSignalChannel(ctx, action), func(c workflow.ReceiveChannel, _ bool) {
 			// RawValue never fails to decode, so a malformed payload is
 			// refused visibly here instead of dropped by the SDK.
 			var raw converter.RawValue
 			c.Receive(ctx, &raw)
 			var body json.RawMessage
-			var d Decision
+			var d contract.Decision
 			err := converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &body)
 			if err == nil {
 				// json.Unmarshal into a struct is deterministic; workflowcheck
 				// only sees reflect's panic path reading runtime frames.
-				d, err = ParseSignal(action, body) //workflowcheck:ignore
+				d, err = contract.ParseSignal(action, body) //workflowcheck:ignore
 			} else {
 				d.Action, err = action, fmt.Errorf("the payload is not JSON: %w", err)
 			}
@@ -177,24 +178,24 @@ func (r *run) receiveSignals(ctx workflow.Context) {
 
 // check reports whether a decision can be applied now; the update's
 // validator uses it, so a refused update leaves no trace in history.
-func (r *run) check(d Decision) error {
+func (r *run) check(d contract.Decision) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
-	if r.st.State != AwaitingDecision {
+	if r.st.State != contract.AwaitingDecision {
 		return fmt.Errorf("refused: the run is %s, not awaiting a decision; a %s applies only to a run in state AwaitingDecision", r.st.State, d.Action)
 	}
 	if r.pending != nil {
 		return fmt.Errorf("refused: a %s decided by %s is already being applied", r.pending.Action, r.pending.By)
 	}
-	if r.fixed() && d.Action == ActionResend && !d.Force && r.unsearchable {
+	if r.fixed() && d.Action == contract.ActionResend && !d.Force && r.unsearchable {
 		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.in.Provider)
 	}
 	return nil
 }
 
 // decide applies a decision for the main loop to act on.
-func (r *run) decide(d Decision) error {
+func (r *run) decide(d contract.Decision) error {
 	if err := r.check(d); err != nil {
 		return err
 	}
@@ -206,7 +207,7 @@ func (r *run) decide(d Decision) error {
 	return nil
 }
 
-func (r *run) refuse(d Decision, via string, err error) {
+func (r *run) refuse(d contract.Decision, via string, err error) {
 	by := d.By
 	if by == "" {
 		by = "someone"
@@ -215,8 +216,8 @@ func (r *run) refuse(d Decision, via string, err error) {
 	r.log.Warn("decision refused", "via", via, "by", by, "error", err.Error())
 }
 
-func (r *run) ackMessage(d Decision) string {
-	if d.Action == ActionCancel {
+func (r *run) ackMessage(d contract.Decision) string {
+	if d.Action == contract.ActionCancel {
 		return "cancel accepted: the run ends as Cancelled and nothing more is sent"
 	}
 	if d.Force {
@@ -227,9 +228,9 @@ func (r *run) ackMessage(d Decision) string {
 
 // step is one state's work; it returns the next state, or done to end the
 // run in the current state.
-type step func() (next State, done bool)
+type step func() (next contract.State, done bool)
 
-func (r *run) run() (Result, error) {
+func (r *run) run() (contract.Result, error) {
 	if id := workflow.GetInfo(r.ctx).WorkflowExecution.ID; id != r.in.Key {
 		return r.fail(fmt.Sprintf("the workflow id %q is not the event key %q: start the run with the key as its id, so a second start of the event finds this run", id, r.in.Key))
 	}
@@ -237,16 +238,16 @@ func (r *run) run() (Result, error) {
 	if ended := r.prepare(); ended {
 		return r.finish()
 	}
-	steps := map[State]step{
-		Sending:          r.send,
-		Reconciling:      r.reconcile,
-		Accepted:         r.track,
-		AwaitingDecision: r.await,
+	steps := map[contract.State]step{
+		contract.Sending:          r.send,
+		contract.Reconciling:      r.reconcile,
+		contract.Accepted:         r.track,
+		contract.AwaitingDecision: r.await,
 	}
-	next := Sending
+	next := contract.Sending
 	if !r.sendStart.IsZero() && !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget())) {
 		r.note("an earlier run first tried %s at %s and its replay window has closed: reconciling before anything is sent", r.req.Key, r.sendStart.Format(time.RFC3339))
-		next = Reconciling
+		next = contract.Reconciling
 	}
 	for {
 		r.setState(next)
@@ -270,7 +271,7 @@ func (r *run) prepare() (ended bool) {
 		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text,
 	}, &out)
 	if err != nil {
-		r.st.State, r.st.Reason = Failed, "the event cannot be sent as given: "+errorMessage(err)
+		r.st.State, r.st.Reason = contract.Failed, "the event cannot be sent as given: "+errorMessage(err)
 		r.note("%s", r.st.Reason)
 		return true
 	}
@@ -281,12 +282,12 @@ func (r *run) prepare() (ended bool) {
 	}
 	switch {
 	case out.Conflict != "":
-		r.st.State, r.st.Reason = Failed, out.Conflict
+		r.st.State, r.st.Reason = contract.Failed, out.Conflict
 		r.note("%s", out.Conflict)
 		return true
 	case out.Settled != nil:
 		e := out.Settled
-		r.st.State = Duplicate
+		r.st.State = contract.Duplicate
 		r.st.Reason = fmt.Sprintf("duplicate: the event was already settled as %s on %s", e.Outcome, e.SettledAt.UTC().Format(time.RFC3339))
 		if e.MessageID != "" {
 			r.st.Reason = fmt.Sprintf("duplicate: already sent as message %s (settled as %s on %s); nothing sent again",
@@ -337,7 +338,7 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
 		EventKey: r.in.Key, SendKey: last.Key, Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
 	}, &req); err != nil {
-		r.st.State, r.st.Reason = Failed, "cannot plan the request of "+last.Key+" again: "+errorMessage(err)
+		r.st.State, r.st.Reason = contract.Failed, "cannot plan the request of "+last.Key+" again: "+errorMessage(err)
 		r.note("%s", r.st.Reason)
 		return true
 	}
@@ -421,7 +422,7 @@ func retryable(err error, nonRetryable []string) bool {
 // versionNoSilentDuplicates the retries end early enough to leave one last
 // attempt with the same key and bytes as late as the window allows, so an
 // answer the provider stored meanwhile is always collected.
-func (r *run) send() (State, bool) {
+func (r *run) send() (contract.State, bool) {
 	now := workflow.Now(r.ctx)
 	if r.sendStart.IsZero() {
 		r.sendStart = now
@@ -433,7 +434,7 @@ func (r *run) send() (State, bool) {
 	remaining := deadline.Sub(now)
 	if remaining <= 0 {
 		r.note("the replay window of %s has closed: reconciling before anything is sent", r.req.Key)
-		return Reconciling, false
+		return contract.Reconciling, false
 	}
 	r.note("sending with key %s (retries until %s)", r.req.Key, now.Add(remaining).Format(time.RFC3339))
 	if !r.fixed() {
@@ -460,7 +461,7 @@ func (r *run) send() (State, bool) {
 	left := deadline.Sub(workflow.Now(r.ctx))
 	if left <= 0 {
 		r.note("the replay window of %s (minus margin) ran out with the outcome unknown before its last attempt could start (no worker ran the run in time); last answer: %s", r.req.Key, r.lastSend)
-		return Reconciling, false
+		return contract.Reconciling, false
 	}
 	return r.sent(r.sendAttempts(left+r.policy.AttemptTimeout+activities.AttemptSlack, 1, true))
 }
@@ -482,7 +483,7 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (
 			MaximumAttempts:        maxAttempts,
 			NonRetryableErrorTypes: activities.NonRetryable,
 		},
-	}, PurposeSend))
+	}, contract.PurposeSend))
 	var out activities.SendOutput
 	err := workflow.ExecuteActivity(ctx, a.Send, activities.SendInput{
 		EventKey: r.in.Key, Request: r.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay, LedgerID: r.ledgerID,
@@ -492,7 +493,7 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (
 }
 
 // sent reads the send's end: accepted, rejected, or the outcome unknown.
-func (r *run) sent(out activities.SendOutput, err error) (State, bool) {
+func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) {
 	if err == nil {
 		res := out.Result
 		r.st.Attempts += int(out.Attempt)
@@ -516,7 +517,7 @@ func (r *run) sent(out activities.SendOutput, err error) (State, bool) {
 				}
 			}
 		}
-		return Accepted, false
+		return contract.Accepted, false
 	}
 
 	r.countFailed(err)
@@ -526,17 +527,17 @@ func (r *run) sent(out activities.SendOutput, err error) (State, bool) {
 		case activities.ErrRejected, activities.ErrKeyConflict, activities.ErrInvalidRequest:
 			r.st.Reason = appErr.Message()
 			r.note("rejected, not retried: %s", appErr.Message())
-			return Failed, false
+			return contract.Failed, false
 		case activities.ErrWindowClosed:
 			r.note("%s", appErr.Message())
-			return Reconciling, false
+			return contract.Reconciling, false
 		case activities.ErrFenced:
 			// A later run holds the event: this one sends nothing more,
 			// and leaves the settle to that run.
 			r.claimed = false
 			r.st.Reason = appErr.Message()
 			r.note("%s", appErr.Message())
-			return Failed, false
+			return contract.Failed, false
 		}
 	}
 	r.lastSend = errorMessage(err)
@@ -545,7 +546,7 @@ func (r *run) sent(out activities.SendOutput, err error) (State, bool) {
 	} else {
 		r.note("the send ended with the outcome unknown (%s): reconciling", r.lastSend)
 	}
-	return Reconciling, false
+	return contract.Reconciling, false
 }
 
 // countFailed adds the attempts of a send that failed to the count.
@@ -586,7 +587,7 @@ func windowRanOut(err error) bool {
 }
 
 // reconcile compares our records with the provider's for every key used.
-func (r *run) reconcile() (State, bool) {
+func (r *run) reconcile() (contract.State, bool) {
 	out, err := r.lookup(r.st.KeysUsed)
 	if err != nil {
 		r.reconcileFailed = true
@@ -595,15 +596,15 @@ func (r *run) reconcile() (State, bool) {
 			r.st.Reason += fmt.Sprintf("; the run searches again every %s, and a resend waits for a search that succeeds unless forced", r.policy.ReconcileRetry)
 		}
 		r.note("%s", r.st.Reason)
-		return AwaitingDecision, false
+		return contract.AwaitingDecision, false
 	}
 	r.note("reconciled: %s", out.How)
 	r.searched(out)
 	if r.adopt(out) {
-		return Accepted, false
+		return contract.Accepted, false
 	}
 	r.explainNotFound(out)
-	return AwaitingDecision, false
+	return contract.AwaitingDecision, false
 }
 
 // searched records what a search that succeeded says about searching.
@@ -705,7 +706,7 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: r.policy.ReconcileBudget,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-	}, PurposeLookup)
+	}, contract.PurposeLookup)
 	if r.v >= versionProviderQueues {
 		// Ahead of the status lookups that share the lookup queue's
 		// budget: a search decides whether anything is sent again, and its
@@ -722,12 +723,12 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 
 // track follows the delivery status of the accepted message until it is
 // final or the tracking limit passes.
-func (r *run) track() (State, bool) {
+func (r *run) track() (contract.State, bool) {
 	id := r.primary
 	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-	}, PurposeLookup))
+	}, contract.PurposeLookup))
 	limit := workflow.Now(r.ctx).Add(r.policy.TrackingLimit)
 	interval := r.policy.StatusPollInitial
 	for {
@@ -735,7 +736,7 @@ func (r *run) track() (State, bool) {
 		if left <= 0 {
 			r.st.Reason = fmt.Sprintf("accepted as message %s; delivery not confirmed within %s (last status %s)", id, r.policy.TrackingLimit, r.st.DeliveryStatus)
 			r.note("%s", r.st.Reason)
-			return Accepted, true
+			return contract.Accepted, true
 		}
 		wait := min(interval, left)
 		if r.recheckPending() {
@@ -770,11 +771,11 @@ func (r *run) track() (State, bool) {
 		switch {
 		case m.Status == provider.StatusDelivered:
 			r.st.Reason = fmt.Sprintf("delivered as message %s", id)
-			return Delivered, false
+			return contract.Delivered, false
 		case m.Status.Failed():
 			r.deliveryFailed = true
 			r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, m.Status)
-			return AwaitingDecision, false
+			return contract.AwaitingDecision, false
 		}
 	}
 }
@@ -801,7 +802,7 @@ func (r *run) lookUntilFinal(id string, limit time.Time, interval time.Duration)
 			// means 10 in the SDK's test environment.
 			MaximumAttempts: int32(min(int64(budget/interval)+2, math.MaxInt32)),
 		},
-	}, PurposeLookup))
+	}, contract.PurposeLookup))
 	var m provider.Message
 	err := workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.in.Provider, MessageID: id, UntilFinal: true}).Get(ctx, &m)
 	return m, err
@@ -839,10 +840,10 @@ func (r *run) lastStatus(err error) {
 // versionNoSilentDuplicates a reconciliation that failed is tried again
 // meanwhile, and the run leaves AwaitingDecision as soon as it takes a
 // decision, before anything that yields, so a second one is refused.
-func (r *run) await() (State, bool) {
+func (r *run) await() (contract.State, bool) {
 	r.st.DecisionDeadline = workflow.Now(r.ctx).Add(r.policy.DecisionDeadline)
 	r.note("awaiting a decision until %s: signal %q or %q with {\"reason\": \"...\", \"by\": \"...\"}",
-		r.st.DecisionDeadline.Format(time.RFC3339), SignalResend, SignalCancel)
+		r.st.DecisionDeadline.Format(time.RFC3339), contract.SignalResend, contract.SignalCancel)
 	decided := func() bool { return r.pending != nil }
 	for {
 		left := r.st.DecisionDeadline.Sub(workflow.Now(r.ctx))
@@ -857,19 +858,19 @@ func (r *run) await() (State, bool) {
 			r.st.DecisionDeadline = time.Time{}
 			r.st.Reason = fmt.Sprintf("no decision within %s; was: %s", r.policy.DecisionDeadline, r.st.Reason)
 			r.note("no decision within %s", r.policy.DecisionDeadline)
-			return Failed, false
+			return contract.Failed, false
 		}
 		if found := r.retryReconcile(); found && r.pending == nil {
 			r.st.DecisionDeadline = time.Time{}
-			return Accepted, false
+			return contract.Accepted, false
 		}
 	}
 	r.st.DecisionDeadline = time.Time{}
 	d := *r.pending
 	r.pending = nil
-	if d.Action == ActionCancel {
+	if d.Action == contract.ActionCancel {
 		r.st.Reason = fmt.Sprintf("cancelled by %s: %s", d.By, d.Reason)
-		return Cancelled, false
+		return contract.Cancelled, false
 	}
 	return r.resend(d)
 }
@@ -898,8 +899,8 @@ func (r *run) retryReconcile() (found bool) {
 // current key's replay window has closed: the message may have arrived.
 // Since versionNoSilentDuplicates nothing is sent past the window without
 // a search that succeeded, unless the decision forces it (a blind resend).
-func (r *run) resend(d Decision) (State, bool) {
-	blind, basis := "", BasisDeliveryFailed
+func (r *run) resend(d contract.Decision) (contract.State, bool) {
+	blind, basis := "", contract.BasisDeliveryFailed
 	search := !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget()))
 	if r.fixed() {
 		// Only a message known to have failed lets a resend skip the
@@ -908,8 +909,8 @@ func (r *run) resend(d Decision) (State, bool) {
 		search = search || !r.deliveryFailed || (r.v >= versionLateEffectFirst && r.recheckPending())
 	}
 	if search {
-		basis = BasisReconciled
-		r.setState(Reconciling)
+		basis = contract.BasisReconciled
+		r.setState(contract.Reconciling)
 		if r.v >= versionLateEffectFirst && r.recheckPending() {
 			// A hung attempt may still land: the search waits for it, and
 			// is then the late look too.
@@ -926,18 +927,18 @@ func (r *run) resend(d Decision) (State, bool) {
 			r.searched(out)
 			if r.adopt(out) {
 				r.note("resend not needed: a message of this event is alive; following it instead")
-				return Accepted, false
+				return contract.Accepted, false
 			}
 			if r.fixed() && !out.Searched {
 				if !d.Force {
 					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.in.Provider)
 					r.note("%s", r.st.Reason)
-					return AwaitingDecision, false
+					return contract.AwaitingDecision, false
 				}
 				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.in.Provider)
 			}
 		case !r.fixed():
-			basis = BasisUnreconciled
+			basis = contract.BasisUnreconciled
 			r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
 		case d.Force:
 			r.reconcileFailed = true
@@ -947,22 +948,22 @@ func (r *run) resend(d Decision) (State, bool) {
 			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
 				d.By, errorMessage(err), r.policy.ReconcileRetry)
 			r.note("%s", r.st.Reason)
-			return AwaitingDecision, false
+			return contract.AwaitingDecision, false
 		}
 	} else if r.fixed() {
-		r.setState(Sending)
+		r.setState(contract.Sending)
 	}
 	key, err := keys.Resend(keys.Key(r.in.Key), r.resends+1)
 	if err != nil {
 		r.st.Reason = "cannot derive the resend key: " + err.Error()
-		return Failed, false
+		return contract.Failed, false
 	}
 	var req provider.Request
 	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
 		EventKey: r.in.Key, SendKey: string(key), Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
 	}, &req); err != nil {
 		r.st.Reason = "cannot plan the resend: " + errorMessage(err)
-		return Failed, false
+		return contract.Failed, false
 	}
 	r.resends++
 	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
@@ -974,16 +975,16 @@ func (r *run) resend(d Decision) (State, bool) {
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
 	r.st.DeliveryStatus = ""
 	if blind != "" {
-		basis = BasisBlind
+		basis = contract.BasisBlind
 		r.st.BlindResends = append(r.st.BlindResends, string(key))
 		r.possibleDuplicate(fmt.Sprintf("blind resend under %s forced by %s (%s): %s", key, d.By, d.Reason, blind))
 	}
-	r.st.Resends = append(r.st.Resends, Resend{Key: string(key), By: d.By, Reason: d.Reason, Basis: basis})
-	return Sending, false
+	r.st.Resends = append(r.st.Resends, contract.Resend{Key: string(key), By: d.By, Reason: d.Reason, Basis: basis})
+	return contract.Sending, false
 }
 
-func (r *run) fail(reason string) (Result, error) {
-	r.st.State, r.st.Reason = Failed, reason
+func (r *run) fail(reason string) (contract.Result, error) {
+	r.st.State, r.st.Reason = contract.Failed, reason
 	r.note("%s", reason)
 	return r.finish()
 }
@@ -991,7 +992,7 @@ func (r *run) fail(reason string) (Result, error) {
 // finish settles the event in the ledger and ends the run: Completed for
 // Delivered, Accepted and Duplicate, Canceled for Cancelled, Failed for
 // Failed, each carrying the Result.
-func (r *run) finish() (Result, error) {
+func (r *run) finish() (contract.Result, error) {
 	r.upsertSearch()
 	if r.claimed && r.fixed() {
 		r.lastLook()
@@ -1009,13 +1010,13 @@ func (r *run) finish() (Result, error) {
 		}
 	}
 	res := r.st.Result
-	r.log.Info("sms run ended", "key", r.in.Key, "state", string(res.State), "reason", logging.MaskPhones(res.Reason),
+	r.log.Info("sms run ended", "key", r.in.Key, "state", string(res.State), "reason", sms.MaskPhones(res.Reason),
 		"messages", strings.Join(res.MessageIDs, ","), "attempts", res.Attempts, "replays", res.Replays)
 	switch res.State {
-	case Cancelled:
+	case contract.Cancelled:
 		return res, temporal.NewCanceledError(res)
-	case Failed:
-		return res, temporal.NewNonRetryableApplicationError(res.Reason, FailureType, nil, res)
+	case contract.Failed:
+		return res, temporal.NewNonRetryableApplicationError(res.Reason, contract.FailureType, nil, res)
 	}
 	return res, nil
 }
@@ -1032,10 +1033,10 @@ func (r *run) lastLook() {
 		_ = workflow.Sleep(r.ctx, wait)
 	}
 	alive := r.recheck("before settling")
-	if alive && r.v >= versionLateEffectFirst && (r.st.State == Cancelled || r.st.State == Failed) {
+	if alive && r.v >= versionLateEffectFirst && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
 		// What was sent stands, whatever was decided before it showed up.
 		r.st.Reason = fmt.Sprintf("message %s of the event turned up after the run had ended %s (%s): the SMS was sent after all", r.primary, r.st.State, r.st.Reason)
-		r.st.State = Accepted
+		r.st.State = contract.Accepted
 		r.note("%s", r.st.Reason)
 	}
 }
@@ -1070,7 +1071,7 @@ func (r *run) settle() {
 	switch {
 	case err != nil:
 		was := r.st.State
-		r.st.State = Failed
+		r.st.State = contract.Failed
 		r.st.Reason = fmt.Sprintf("the outcome %s (%s) could not be recorded in the ledger: %s. The ledger does not know the event settled: fix the ledger, then check the event with smsctl audit before starting it again",
 			was, r.st.Reason, errorMessage(err))
 		r.note("%s", r.st.Reason)
@@ -1081,7 +1082,7 @@ func (r *run) settle() {
 	}
 }
 
-func (r *run) setState(s State) {
+func (r *run) setState(s contract.State) {
 	if r.st.State == s {
 		return
 	}
@@ -1096,9 +1097,9 @@ func (r *run) upsertSearch() {
 		return
 	}
 	_ = workflow.UpsertTypedSearchAttributes(r.ctx,
-		StateAttribute.ValueSet(string(r.st.State)),
-		ProviderAttribute.ValueSet(r.in.Provider),
-		KeyAttribute.ValueSet(r.in.Key),
+		contract.StateAttribute.ValueSet(string(r.st.State)),
+		contract.ProviderAttribute.ValueSet(r.in.Provider),
+		contract.KeyAttribute.ValueSet(r.in.Key),
 	)
 }
 
@@ -1110,7 +1111,7 @@ func (r *run) searchUpToDate() bool {
 	for _, kv := range []struct {
 		key  temporal.SearchAttributeKeyKeyword
 		want string
-	}{{StateAttribute, string(r.st.State)}, {ProviderAttribute, r.in.Provider}, {KeyAttribute, r.in.Key}} {
+	}{{contract.StateAttribute, string(r.st.State)}, {contract.ProviderAttribute, r.in.Provider}, {contract.KeyAttribute, r.in.Key}} {
 		if got, ok := sa.GetKeyword(kv.key); !ok || got != kv.want {
 			return false
 		}
@@ -1129,7 +1130,7 @@ func (r *run) addMessage(id string) {
 
 // note adds a line to the timeline and republishes the run's details.
 func (r *run) note(format string, args ...any) {
-	r.st.Timeline = append(r.st.Timeline, Entry{At: workflow.Now(r.ctx), Text: fmt.Sprintf(format, args...)})
+	r.st.Timeline = append(r.st.Timeline, contract.Entry{At: workflow.Now(r.ctx), Text: fmt.Sprintf(format, args...)})
 	if len(r.st.Timeline) > maxTimeline {
 		r.st.Timeline = append(r.st.Timeline[:1], r.st.Timeline[len(r.st.Timeline)-maxTimeline+1:]...)
 	}
@@ -1157,13 +1158,13 @@ func (r *run) publish() {
 	if len(r.st.BlindResends) > 0 {
 		put("- blind resends (forced, without a search that succeeded): %s\n", strings.Join(r.st.BlindResends, ", "))
 	}
-	if r.st.State == AwaitingDecision {
+	if r.st.State == contract.AwaitingDecision {
 		put("- **decide**: signal `%s` or `%s` with `{\"reason\": \"...\", \"by\": \"...\"}` (a resend may add `\"force\": true`) before %s\n",
-			SignalResend, SignalCancel, r.st.DecisionDeadline.Format(time.RFC3339))
+			contract.SignalResend, contract.SignalCancel, r.st.DecisionDeadline.Format(time.RFC3339))
 	}
 	put("\n**Timeline**\n\n")
 	for _, e := range r.st.Timeline {
-		put("- %s %s\n", e.At.UTC().Format("2006-01-02 15:04:05"), logging.MaskPhones(e.Text))
+		put("- %s %s\n", e.At.UTC().Format("2006-01-02 15:04:05"), sms.MaskPhones(e.Text))
 	}
 	workflow.SetCurrentDetails(r.ctx, b.String())
 }
@@ -1175,14 +1176,14 @@ func orNone(s string) string {
 	return s
 }
 
-func (r *run) snapshot() Status {
+func (r *run) snapshot() contract.Status {
 	s := r.st
 	s.MessageIDs = append([]string(nil), s.MessageIDs...)
 	s.KeysUsed = append([]string(nil), s.KeysUsed...)
 	s.ResendKeys = append([]string(nil), s.ResendKeys...)
 	s.BlindResends = append([]string(nil), s.BlindResends...)
-	s.Resends = append([]Resend(nil), s.Resends...)
-	s.Timeline = append([]Entry(nil), s.Timeline...)
+	s.Resends = append([]contract.Resend(nil), s.Resends...)
+	s.Timeline = append([]contract.Entry(nil), s.Timeline...)
 	return s
 }
 

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
@@ -28,7 +29,7 @@ import (
 
 const key = "order-58213-shipped"
 
-var input = Input{Key: key, Provider: "bird", To: "+31612345678", Text: "Order 58213 has shipped."}
+var input = contract.Input{Key: key, Provider: "bird", To: "+31612345678", Text: "Order 58213 has shipped."}
 
 // harness is a test environment with every activity mocked; tests
 // override the mocks they care about before calling run.
@@ -51,7 +52,7 @@ func newHarness(t *testing.T) *harness {
 	var ts testsuite.WorkflowTestSuite
 	ts.SetLogger(logging.SDK(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))))
 	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(SendSMS, workflow.RegisterOptions{Name: WorkflowName})
+	env.RegisterWorkflowWithOptions(SendSMS, workflow.RegisterOptions{Name: contract.WorkflowName})
 	env.RegisterActivity(&activities.Activities{})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: key})
 	h := &harness{t: t, env: env, start: env.Now(), policy: activities.DefaultPolicy()}
@@ -134,13 +135,13 @@ func (h *harness) signal(after time.Duration, name string, payload any) {
 }
 
 func (h *harness) run() {
-	h.env.ExecuteWorkflow(WorkflowName, input)
+	h.env.ExecuteWorkflow(contract.WorkflowName, input)
 	require.True(h.t, h.env.IsWorkflowCompleted())
 }
 
 // result returns the run's Result whether it completed, failed or was cancelled.
-func (h *harness) result() (Result, error) {
-	var res Result
+func (h *harness) result() (contract.Result, error) {
+	var res contract.Result
 	err := h.env.GetWorkflowError()
 	if err == nil {
 		require.NoError(h.t, h.env.GetWorkflowResult(&res))
@@ -150,20 +151,20 @@ func (h *harness) result() (Result, error) {
 	if errors.As(err, &appErr) {
 		require.True(h.t, appErr.NonRetryable())
 	}
-	res, ok := ResultFromError(err)
+	res, ok := contract.ResultFromError(err)
 	require.True(h.t, ok, "unexpected workflow error %T: %v", err, err)
 	return res, err
 }
 
-func (h *harness) query() Status {
-	v, err := h.env.QueryWorkflow(QueryState)
+func (h *harness) query() contract.Status {
+	v, err := h.env.QueryWorkflow(contract.QueryState)
 	require.NoError(h.t, err)
-	var s Status
+	var s contract.Status
 	require.NoError(h.t, v.Get(&s))
 	return s
 }
 
-func timelineHas(s Status, sub string) bool {
+func timelineHas(s contract.Status, sub string) bool {
 	for _, e := range s.Timeline {
 		if strings.Contains(e.Text, sub) {
 			return true
@@ -183,7 +184,7 @@ func TestAcceptedThenDelivered(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Equal(t, []string{"m-1"}, res.MessageIDs)
 	require.Equal(t, 1, res.Attempts)
 	require.Zero(t, res.Replays)
@@ -238,7 +239,7 @@ func TestDeliveryIsTrackedByOneActivityWhoseRetriesPoll(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Len(t, calls, 3)
 	for _, c := range calls {
 		require.True(t, c.UntilFinal, "every lookup asks for a final status")
@@ -274,7 +275,7 @@ func TestTrackingEndsAtTheLimitWithTheLastStatusSeen(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Accepted, res.State)
+	require.Equal(t, contract.Accepted, res.State)
 	require.Contains(t, h.query().Reason, "delivery not confirmed within 3m0s (last status sent)")
 	require.True(t, timelineHas(h.query(), "message m-1 is sent"))
 	require.Equal(t, "Accepted", h.settled.Outcome)
@@ -311,7 +312,7 @@ func TestALedgerStepThatFailsLocallyRunsAsAnActivity(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Equal(t, 4, tries, "three local tries, then the activity")
 	require.Equal(t, 1, remote["Prepare"])
 	require.Zero(t, remote["Settle"], "Settle succeeded locally")
@@ -339,7 +340,7 @@ func TestRetriesWhatIsSafeWithTheSameRequest(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Equal(t, 5, res.Attempts)
 	require.Equal(t, 1, res.Replays)
 	require.Len(t, h.sends, 5)
@@ -372,7 +373,7 @@ func TestRejectedIsNeverRetried(t *testing.T) {
 			h.run()
 			res, err := h.result()
 			require.Error(t, err)
-			require.Equal(t, Failed, res.State)
+			require.Equal(t, contract.Failed, res.State)
 			var want provider.Result
 			mutate(&want)
 			require.Contains(t, res.Reason, want.Reason)
@@ -391,12 +392,12 @@ func TestWindowClosesThenReconcileThenNoDecision(t *testing.T) {
 		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: 502 bad gateway" })
 	})
 	calls := h.reconcileReturns(activities.ReconcileOutput{Searched: true, How: "searched 0 bird messages"})
-	var atAwaiting Status
+	var atAwaiting contract.Status
 	h.env.RegisterDelayedCallback(func() { atAwaiting = h.query() }, 3*time.Hour)
 	h.run()
 	res, err := h.result()
 	require.Error(t, err)
-	require.Equal(t, Failed, res.State)
+	require.Equal(t, contract.Failed, res.State)
 	require.Contains(t, res.Reason, "no decision within 72h0m0s")
 	require.Contains(t, res.Reason, "not found")
 
@@ -406,7 +407,7 @@ func TestWindowClosesThenReconcileThenNoDecision(t *testing.T) {
 	require.Len(t, *calls, 1)
 	require.Equal(t, []string{key}, (*calls)[0].Keys)
 
-	require.Equal(t, AwaitingDecision, atAwaiting.State)
+	require.Equal(t, contract.AwaitingDecision, atAwaiting.State)
 	require.True(t, timelineHas(atAwaiting, "ran out with the outcome unknown; last answer: bird: 502 bad gateway"))
 	require.WithinDuration(t, h.start.Add(h.policy.SendBudget()+h.policy.DecisionDeadline), atAwaiting.DecisionDeadline, 10*time.Minute)
 	require.WithinDuration(t, atAwaiting.DecisionDeadline, h.env.Now(), time.Minute, "the deadline ended the run")
@@ -435,14 +436,14 @@ func TestResendAfterTheWindowReconcilesThenSendsUnderTheResendKey(t *testing.T) 
 		return h.request(in.SendKey), nil
 	})
 	h.statuses(provider.StatusDelivered)
-	h.signal(5*time.Hour, SignalResend, map[string]string{"reason": "customer says nothing arrived", "by": "alice"})
+	h.signal(5*time.Hour, contract.SignalResend, map[string]string{"reason": "customer says nothing arrived", "by": "alice"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Equal(t, []string{key, key + "~resend-1"}, res.KeysUsed)
 	require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys)
-	require.Equal(t, BasisReconciled, res.Resends[0].Basis)
+	require.Equal(t, contract.BasisReconciled, res.Resends[0].Basis)
 	require.Equal(t, []string{"m-2"}, res.MessageIDs)
 	require.Len(t, *calls, 2, "reconciled when the window closed and again before the resend")
 	require.Equal(t, []string{key}, (*calls)[1].Keys)
@@ -464,11 +465,11 @@ func TestResendFindsTheMessageAfterAllAndDoesNotSend(t *testing.T) {
 		activities.ReconcileOutput{Searched: true, Messages: []provider.Message{{ID: "m-late", Reference: key, Status: provider.StatusDelivered}}},
 	)
 	h.statuses(provider.StatusDelivered)
-	h.signal(4*time.Hour, SignalResend, map[string]string{"reason": "retry", "by": "bob"})
+	h.signal(4*time.Hour, contract.SignalResend, map[string]string{"reason": "retry", "by": "bob"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Equal(t, []string{"m-late"}, res.MessageIDs)
 	require.Empty(t, res.ResendKeys, "nothing was resent")
 	for _, s := range h.sends {
@@ -496,11 +497,11 @@ func TestFailedDeliveryThenResendInsideTheWindowSkipsReconcile(t *testing.T) {
 		return provider.Message{ID: "m-2", Status: provider.StatusDelivered}, nil
 	})
 	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(key+"~resend-1"), nil)
-	h.signal(time.Minute, SignalResend, map[string]string{"reason": "handset was off", "by": "carol"})
+	h.signal(time.Minute, contract.SignalResend, map[string]string{"reason": "handset was off", "by": "carol"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Equal(t, []string{"m-1", "m-2"}, res.MessageIDs)
 	require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys)
 	h.env.AssertNotCalled(t, "Reconcile", mock.Anything, mock.Anything)
@@ -514,12 +515,12 @@ func TestCancelEndsTheRunAsCancelled(t *testing.T) {
 		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
 	})
 	h.reconcileReturns(activities.ReconcileOutput{Searched: true})
-	h.signal(4*time.Hour, SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
+	h.signal(4*time.Hour, contract.SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
 	h.run()
 	res, err := h.result()
 	var canceled *temporal.CanceledError
 	require.True(t, errors.As(err, &canceled))
-	require.Equal(t, Cancelled, res.State)
+	require.Equal(t, contract.Cancelled, res.State)
 	require.Equal(t, "cancelled by dave: order cancelled", res.Reason)
 	require.Equal(t, "Cancelled", h.settled.Outcome)
 	for _, s := range h.sends {
@@ -535,20 +536,20 @@ func TestDecisionsThatDoNotFitAreRefusedVisibly(t *testing.T) {
 		return accepted("m-1", attempt, provider.Accepted), nil
 	})
 	h.statuses(provider.StatusSent, provider.StatusSent, provider.StatusDelivered)
-	h.signal(5*time.Second, SignalResend, map[string]string{"reason": "double click", "by": "erin"})
-	h.signal(6*time.Second, SignalCancel, "not an object")
-	h.signal(7*time.Second, SignalCancel, map[string]string{"reason": "no name"})
+	h.signal(5*time.Second, contract.SignalResend, map[string]string{"reason": "double click", "by": "erin"})
+	h.signal(6*time.Second, contract.SignalCancel, "not an object")
+	h.signal(7*time.Second, contract.SignalCancel, map[string]string{"reason": "no name"})
 	var updateErr error
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateDecide, "u1", &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(contract.UpdateDecide, "u1", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { updateErr = err },
 			OnAccept: func() { t.Error("the update must be refused") },
-		}, Decision{Action: ActionCancel, Reason: "x", By: "frank"})
+		}, contract.Decision{Action: contract.ActionCancel, Reason: "x", By: "frank"})
 	}, 8*time.Second)
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State, "the run went on as if nothing happened")
+	require.Equal(t, contract.Delivered, res.State, "the run went on as if nothing happened")
 	require.ErrorContains(t, updateErr, "not awaiting a decision")
 	s := h.query()
 	require.True(t, timelineHas(s, "refused a resend signal from erin: refused: the run is Accepted, not awaiting a decision"))
@@ -564,23 +565,23 @@ func TestUpdateDecidesSynchronously(t *testing.T) {
 		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
 	})
 	h.reconcileReturns(activities.ReconcileOutput{Searched: true})
-	var ack DecisionAck
+	var ack contract.DecisionAck
 	var badErr error
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateDecide, "bad", &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(contract.UpdateDecide, "bad", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { badErr = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, Decision{Action: "delete", Reason: "x", By: "y"})
-		h.env.UpdateWorkflow(UpdateDecide, "good", &testsuite.TestUpdateCallback{
+		}, contract.Decision{Action: "delete", Reason: "x", By: "y"})
+		h.env.UpdateWorkflow(contract.UpdateDecide, "good", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("refused: %v", err) }, OnAccept: func() {},
 			OnComplete: func(v any, err error) {
 				require.NoError(t, err)
-				ack = v.(DecisionAck)
+				ack = v.(contract.DecisionAck)
 			},
-		}, Decision{Action: ActionCancel, Reason: "duplicate order", By: "gina"})
+		}, contract.Decision{Action: contract.ActionCancel, Reason: "duplicate order", By: "gina"})
 	}, 4*time.Hour)
 	h.run()
 	res, _ := h.result()
-	require.Equal(t, Cancelled, res.State)
+	require.Equal(t, contract.Cancelled, res.State)
 	require.ErrorContains(t, badErr, `action "delete" is not known`)
 	require.Contains(t, ack.Message, "cancel accepted")
 }
@@ -596,7 +597,7 @@ func TestDuplicateOfASettledEventSendsNothing(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Duplicate, res.State)
+	require.Equal(t, contract.Duplicate, res.State)
 	require.Contains(t, res.Reason, "already sent as message m-old")
 	require.Equal(t, []string{"m-old"}, res.MessageIDs)
 	require.Empty(t, h.sends)
@@ -613,7 +614,7 @@ func TestInvalidOrConflictingEventFailsBeforeSending(t *testing.T) {
 		h.run()
 		res, err := h.result()
 		require.Error(t, err)
-		require.Equal(t, Failed, res.State)
+		require.Equal(t, contract.Failed, res.State)
 		require.Contains(t, res.Reason, "has no country code")
 		require.Empty(t, h.sends)
 		require.Nil(t, h.settled)
@@ -679,7 +680,7 @@ func TestTrackingLimitEndsAccepted(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Accepted, res.State)
+	require.Equal(t, contract.Accepted, res.State)
 	require.Contains(t, res.Reason, "delivery not confirmed within 24h0m0s")
 	require.WithinDuration(t, h.start.Add(24*time.Hour), h.env.Now(), time.Minute)
 }
@@ -695,7 +696,7 @@ func TestResumedEventPastItsWindowReconcilesFirst(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Empty(t, h.sends, "an earlier run's window closed: nothing is sent before reconciling")
 }
 
@@ -712,7 +713,7 @@ func TestTemporalCancellationIsADecision(t *testing.T) {
 		h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 4*time.Hour)
 		h.run()
 		res, _ := h.result()
-		require.Equal(t, Cancelled, res.State)
+		require.Equal(t, contract.Cancelled, res.State)
 		require.Contains(t, res.Reason, "Temporal cancellation request")
 	})
 	t.Run("while tracking", func(t *testing.T) {
@@ -727,7 +728,7 @@ func TestTemporalCancellationIsADecision(t *testing.T) {
 		h.run()
 		res, err := h.result()
 		require.NoError(t, err)
-		require.Equal(t, Delivered, res.State, "a sent SMS cannot be cancelled; the run follows it to the end")
+		require.Equal(t, contract.Delivered, res.State, "a sent SMS cannot be cancelled; the run follows it to the end")
 		require.True(t, timelineHas(h.query(), "refused a cancellation request from Temporal cancellation request"))
 	})
 }
@@ -757,11 +758,11 @@ func TestResendAfterFailureFollowsTheLiveMessageFound(t *testing.T) {
 		{ID: "m-1", Reference: key, Status: provider.StatusFailed},
 		{ID: "m-9", Reference: key, Status: provider.StatusSent},
 	}})
-	h.signal(4*time.Hour, SignalResend, map[string]string{"reason": "try again", "by": "ivy"})
+	h.signal(4*time.Hour, contract.SignalResend, map[string]string{"reason": "try again", "by": "ivy"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, Delivered, res.State)
+	require.Equal(t, contract.Delivered, res.State)
 	require.Equal(t, "m-9", tracked[len(tracked)-1], "the live message is followed")
 	require.Empty(t, res.ResendKeys)
 	require.Equal(t, "m-9", h.settled.MessageID)
@@ -806,8 +807,8 @@ func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 				runQueue = q
 			}
 			require.NotEmpty(t, runQueue)
-			send, lookup := ProviderTaskQueue(runQueue, "bird", PurposeSend), ProviderTaskQueue(runQueue, "bird", PurposeLookup)
-			require.Equal(t, "sms-bird-send", ProviderTaskQueue(TaskQueue, "bird", PurposeSend))
+			send, lookup := contract.ProviderTaskQueue(runQueue, "bird", contract.PurposeSend), contract.ProviderTaskQueue(runQueue, "bird", contract.PurposeLookup)
+			require.Equal(t, "sms-bird-send", contract.ProviderTaskQueue(contract.TaskQueue, "bird", contract.PurposeSend))
 			require.Equal(t, map[string]bool{send: true}, queues["Send"])
 			require.Equal(t, map[string]bool{lookup: true}, queues["Reconcile"])
 			require.Equal(t, map[string]bool{lookup: true}, queues["Status"])
@@ -839,7 +840,7 @@ func TestRunsFromBeforeTheProviderQueuesStayOnTheirQueue(t *testing.T) {
 
 // unknownThenFound runs the path where every attempt ends unknown and
 // the search after the window finds the message m-7, delivered.
-func (h *harness) unknownThenFound() Result {
+func (h *harness) unknownThenFound() contract.Result {
 	h.t.Helper()
 	h.prepared()
 	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
@@ -850,6 +851,6 @@ func (h *harness) unknownThenFound() Result {
 	h.run()
 	res, err := h.result()
 	require.NoError(h.t, err)
-	require.Equal(h.t, Delivered, res.State)
+	require.Equal(h.t, contract.Delivered, res.State)
 	return res
 }

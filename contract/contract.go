@@ -1,4 +1,4 @@
-package workflows
+package contract
 
 // The contract of the send workflow: names and types that the worker, the
 // starter, the CLI, the HTTP intake and people typing into the Temporal UI
@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/acme/smsorch/keys"
@@ -51,23 +50,6 @@ const (
 // server for all pollers together).
 func ProviderTaskQueue(runQueue, provider, purpose string) string {
 	return runQueue + "-" + provider + "-" + purpose
-}
-
-// Search attributes: the state, so the UI lists what needs a person with
-// SmsState="AwaitingDecision"; the provider; and the event key.
-var (
-	StateAttribute    = temporal.NewSearchAttributeKeyKeyword("SmsState")
-	ProviderAttribute = temporal.NewSearchAttributeKeyKeyword("SmsProvider")
-	KeyAttribute      = temporal.NewSearchAttributeKeyKeyword("SmsKey")
-)
-
-// SearchAttributes are the custom search attributes to register in the namespace.
-func SearchAttributes() map[string]enumspb.IndexedValueType {
-	out := map[string]enumspb.IndexedValueType{}
-	for _, k := range []temporal.SearchAttributeKey{StateAttribute, ProviderAttribute, KeyAttribute} {
-		out[k.GetName()] = k.GetValueType()
-	}
-	return out
 }
 
 // WorkflowID is the run's id: the event key itself, so a second start of
