@@ -189,22 +189,12 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	if err != nil {
 		return out, err
 	}
-	to, err := sms.ParseRecipient(in.To)
+	checked, err := sms.Check(sms.Event{Key: key, Provider: in.Provider, To: in.To, From: in.From, Text: in.Text}, a.now())
 	if err != nil {
 		return out, invalid(err)
 	}
-	if err := keys.CheckRecipient(key, to.E164); err != nil {
-		return out, invalid(err)
-	}
-	if _, err := sms.InspectText(in.Text); err != nil {
-		return out, invalid(err)
-	}
-	if to.Warning != "" {
-		out.Warnings = append(out.Warnings, to.Warning)
-	}
-	for _, w := range keys.Warnings(key, a.now()) {
-		out.Warnings = append(out.Warnings, w.Message)
-	}
+	to := checked.To
+	out.Warnings = checked.Warnings
 	req, err := c.Plan(string(key), to.E164, in.From, in.Text)
 	if err != nil {
 		return out, invalid(err)

@@ -3,12 +3,10 @@ package starter
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/keys"
-	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/sms"
 )
 
@@ -72,32 +70,15 @@ func Validate(e Event, now time.Time) (Plan, error) {
 	if err != nil {
 		return p, invalid("key", err)
 	}
-	to, err := sms.ParseRecipient(e.To)
-	if err != nil {
-		return p, invalid("to", err)
+	c, err := sms.Check(sms.Event{Key: key, Provider: e.Provider, To: e.To, From: e.From, Text: e.Text}, now)
+	var fe *sms.FieldError
+	if errors.As(err, &fe) {
+		return p, invalid(fe.Field, fe.Err)
+	} else if err != nil {
+		return p, invalid("event", err)
 	}
-	if err := keys.CheckRecipient(key, to.E164); err != nil {
-		return p, invalid("key", err)
-	}
-	text, err := sms.InspectText(e.Text)
-	if err != nil {
-		return p, invalid("text", err)
-	}
-	prov, err := provider.ParseName(e.Provider)
-	if err != nil {
-		return p, invalid("provider", err)
-	}
-	if prov == provider.Bird && e.From != "" {
-		return p, invalid("from", fmt.Errorf("Bird sends from the SMS channel's own sender; leave the sender empty (it was %q)", e.From))
-	}
-	p.Key, p.Text = key, text
-	p.Input = contract.Input{Key: string(key), Provider: string(prov), To: to.E164, From: strings.TrimSpace(e.From), Text: e.Text}
-	if to.Warning != "" {
-		p.Warnings = append(p.Warnings, to.Warning)
-	}
-	for _, w := range keys.Warnings(key, now) {
-		p.Warnings = append(p.Warnings, w.Message)
-	}
+	p.Key, p.Text, p.Warnings = key, c.Text, c.Warnings
+	p.Input = contract.Input{Key: string(key), Provider: string(c.Provider), To: c.To.E164, From: c.From, Text: e.Text}
 	return p, nil
 }
 

@@ -1,0 +1,81 @@
+package sms
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/acme/smsorch/keys"
+	"github.com/acme/smsorch/provider"
+)
+
+// Event is one SMS as a run carries it: the event key, the provider, the
+// recipient as given, the sender name and the text.
+type Event struct {
+	Key      keys.Key
+	Provider string
+	To       string
+	From     string
+	Text     string
+}
+
+// Checked is an event that passed Check.
+type Checked struct {
+	Provider provider.Name
+	To       Recipient
+	// From is the sender name without surrounding spaces.
+	From string
+	Text Text
+	// Warnings are accepted but worth a look: a number outside the known
+	// ranges, a timestamp in the key.
+	Warnings []string
+}
+
+// FieldError says which field of an event is wrong ("to", "key", "text",
+// "provider" or "from") and why.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+
+// Unwrap exposes the cause (a keys.Error, an sms.Error).
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Check is the one check of an event before anything is started or sent,
+// run by the starter before a run starts and by the run's Prepare step
+// before the first attempt: the recipient (E.164, through
+// libphonenumber) and that the key does not carry it, the text (not
+// empty, at most MaxSegments segments), the provider, and the sender
+// rule (Bird sends from the channel's own sender). now is for the key's
+// timestamp warning.
+func Check(e Event, now time.Time) (Checked, error) {
+	var c Checked
+	to, err := ParseRecipient(e.To)
+	if err != nil {
+		return c, &FieldError{"to", err}
+	}
+	if err := keys.CheckRecipient(e.Key, to.E164); err != nil {
+		return c, &FieldError{"key", err}
+	}
+	text, err := InspectText(e.Text)
+	if err != nil {
+		return c, &FieldError{"text", err}
+	}
+	prov, err := provider.ParseName(e.Provider)
+	if err != nil {
+		return c, &FieldError{"provider", err}
+	}
+	if prov == provider.Bird && e.From != "" {
+		return c, &FieldError{"from", fmt.Errorf("Bird sends from the channel's own sender; leave the sender empty (it was %q)", e.From)}
+	}
+	c = Checked{Provider: prov, To: to, From: strings.TrimSpace(e.From), Text: text}
+	if to.Warning != "" {
+		c.Warnings = append(c.Warnings, to.Warning)
+	}
+	for _, w := range keys.Warnings(e.Key, now) {
+		c.Warnings = append(c.Warnings, w.Message)
+	}
+	return c, nil
+}

@@ -1,0 +1,37 @@
+package sms
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/keys"
+)
+
+// Each rule of the one event check names the field it is about.
+func TestCheckNamesTheField(t *testing.T) {
+	t.Parallel()
+	ok := Event{Key: "order-58213-shipped", Provider: "sendy", To: "+31612345678", From: " MyShop ", Text: "Your order shipped"}
+	c, err := Check(ok, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "+31612345678", c.To.E164)
+	require.Equal(t, "MyShop", c.From)
+	require.EqualValues(t, "sendy", c.Provider)
+
+	for field, change := range map[string]func(*Event){
+		"to":       func(e *Event) { e.To = "0612" },
+		"key":      func(e *Event) { e.Key = keys.Key("phone-31612345678") },
+		"text":     func(e *Event) { e.Text = " " },
+		"provider": func(e *Event) { e.Provider = "twilio" },
+		"from":     func(e *Event) { e.Provider = "bird" },
+	} {
+		e := ok
+		change(&e)
+		_, err := Check(e, time.Now())
+		var fe *FieldError
+		require.True(t, errors.As(err, &fe), "%s: %v", field, err)
+		require.Equal(t, field, fe.Field, err.Error())
+	}
+}
