@@ -23,10 +23,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/clientopts"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/devstack"
-	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
@@ -109,31 +109,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		if cfg.ServerOnly {
 			return a, nil
 		}
-		opts := client.Options{HostPort: a.Stack.FrontendAddress(), Namespace: a.Namespace, Logger: logging.SDK(log.Named("temporal-sdk"))}
-		if err := cfg.Codec.Apply(&opts); err != nil {
-			return nil, err
-		}
-		a.withMetrics(&opts)
-		a.Client, err = client.DialContext(ctx, opts)
+		err = a.dial(ctx, clientopts.Settings{Address: a.Stack.FrontendAddress(), Namespace: a.Namespace})
 	} else {
-		var opts client.Options
-		opts, err = envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
-		if err != nil {
-			return nil, fmt.Errorf("read the Temporal connection settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, or a TEMPORAL_PROFILE): %w", err)
-		}
-		if opts.Namespace == "" {
-			opts.Namespace = client.DefaultNamespace
-		}
-		opts.Logger = logging.SDK(log.Named("temporal-sdk"))
-		a.Namespace = opts.Namespace
-		if err := frontends.Apply(&opts); err != nil {
-			return nil, err
-		}
-		if err := cfg.Codec.Apply(&opts); err != nil {
-			return nil, err
-		}
-		a.withMetrics(&opts)
-		a.Client, err = client.DialContext(ctx, opts)
+		err = a.dial(ctx, clientopts.Settings{Env: envconfig.EnvLookupOS})
 		if err == nil {
 			// Without them every state change would fail the run's task.
 			err = contract.RegisterSearchAttributes(ctx, a.Client, a.Namespace)
@@ -236,11 +214,20 @@ func (a *App) serveMetrics() error {
 
 var awaitingQuery = fmt.Sprintf(`ExecutionStatus = "Running" AND %s = %q`, contract.StateAttribute.GetName(), string(contract.AwaitingDecision))
 
-// withMetrics sends the client's (and its workers') metrics to the exporter.
-func (a *App) withMetrics(opts *client.Options) {
+// dial connects the process's client through s, with the process's
+// logger, payload codec and metrics.
+func (a *App) dial(ctx context.Context, s clientopts.Settings) error {
+	s.Logger, s.Codec = a.Log.Named("temporal-sdk"), a.Config.Codec
 	if a.metrics != nil {
-		opts.MetricsHandler = a.metrics.SDK
+		s.Metrics = a.metrics.SDK
 	}
+	opts, err := clientopts.Build(s)
+	if err != nil {
+		return err
+	}
+	a.Namespace = opts.Namespace
+	a.Client, err = client.DialContext(ctx, opts)
+	return err
 }
 
 // uiCodecEndpoint is the codec endpoint the embedded UI is given. In dev

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/contract"
@@ -519,11 +518,11 @@ func pace(reqs []simRequest) (n, tooMany int, minutes, perMinute float64) {
 	return len(busy), tooMany, minutes, float64(len(busy)-1) / minutes
 }
 
-// quietSDK is the bench client's logger: warnings and errors only.
-func quietSDK() sdklog.Logger {
+// quietLogger is the bench client's logger: warnings and errors only.
+func quietLogger() *zap.Logger {
 	l, err := logging.New(logging.Options{Level: "warn"})
 	if err != nil { // the options are constant: cannot happen
 		l = zap.NewNop()
 	}
-	return logging.SDK(l)
+	return l
 }

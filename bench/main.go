@@ -13,9 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
 
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/clientopts"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/internal/procs"
 )
@@ -122,15 +123,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // runBareWorker is the -role bare-worker child: the bare workflow's
 // worker, with the orchestrator worker's client and tuning, until SIGTERM.
 func runBareWorker(ctx context.Context, cfg Config) error {
-	opts := client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS"), Logger: quietSDK()}
 	kr, err := codec.FromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
-	if kr != nil {
-		if err := kr.Apply(&opts); err != nil {
-			return err
-		}
+	opts, err := clientopts.Build(clientopts.Settings{Env: envconfig.EnvLookupOS, Logger: quietLogger(), Codec: kr})
+	if err != nil {
+		return err
 	}
 	return RunBareWorker(ctx, opts, app.Tuning{
 		StopTimeout: app.DefaultStopTimeout, StickyCacheSize: cfg.StickyCache,

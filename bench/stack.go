@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/clientopts"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/pgdb"
@@ -127,8 +128,7 @@ func (s *stack) clientOptions() (client.Options, error) {
 	if err != nil {
 		return client.Options{}, err
 	}
-	opts := client.Options{HostPort: s.frontend, Logger: quietSDK()}
-	return opts, kr.Apply(&opts)
+	return clientopts.Build(clientopts.Settings{Address: s.frontend, Logger: quietLogger(), Codec: kr})
 }
 
 // workerSpec is one worker process of a scenario.

@@ -28,12 +28,11 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/audit"
+	"github.com/acme/smsorch/clientopts"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/frontends"
 	"github.com/acme/smsorch/internal/pgdb"
 	"github.com/acme/smsorch/internal/procs"
 	"github.com/acme/smsorch/keys"
@@ -195,11 +194,9 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 		return Summary{}, nil, err
 	}
 	defer d.stopAll()
-	opts := client.Options{HostPort: strings.Join(d.frontends, ","), Logger: logging.SDK(zap.NewNop())}
-	if err := frontends.Apply(&opts); err != nil {
-		return Summary{}, nil, err
-	}
-	if err := d.keys.Apply(&opts); err != nil { // the workers' keys: the runs' payloads are sealed
+	// The workers' keys: the runs' payloads are sealed.
+	opts, err := clientopts.Build(clientopts.Settings{Address: strings.Join(d.frontends, ","), Codec: d.keys})
+	if err != nil {
 		return Summary{}, nil, err
 	}
 	tc, err := client.DialContext(ctx, opts)

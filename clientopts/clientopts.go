@@ -1,0 +1,83 @@
+// Package clientopts builds the Temporal client options of every program
+// of this module (the worker, smsctl, the drill, the benchmark) in one
+// place: the connection settings the temporal CLI reads, the list of
+// frontends, the namespace default, the SDK's logger, the payload codec
+// and the metrics handler.
+package clientopts
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/frontends"
+	"github.com/acme/smsorch/logging"
+)
+
+// Settings say how a program reaches Temporal.
+type Settings struct {
+	// Env, when set, is read the way the temporal CLI reads the
+	// environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
+	// TEMPORAL_TLS_*, TEMPORAL_PROFILE (the SDK's envconfig). Use
+	// envconfig.EnvLookupOS for the process's own environment. Nil reads
+	// nothing: a program that runs its own server (dev mode, a drill)
+	// says where it is with Address.
+	Env envconfig.EnvLookup
+	// Address overrides the environment's: host:port, or a
+	// comma-separated list of frontends, which the client balances over.
+	Address string
+	// DefaultAddress is used when neither Env nor Address gives one.
+	DefaultAddress string
+	// Namespace overrides the environment's; the default is "default".
+	Namespace string
+	// Logger receives the SDK's log lines (phone numbers masked); nil
+	// drops them.
+	Logger *zap.Logger
+	// Codec seals the payloads the client sends and opens those it
+	// receives; nil leaves them as they are.
+	Codec *codec.Keyring
+	// Metrics receives the SDK's metrics; nil drops them.
+	Metrics client.MetricsHandler
+}
+
+// Build returns the client options for s.
+func Build(s Settings) (client.Options, error) {
+	var opts client.Options
+	if s.Env != nil {
+		var err error
+		opts, err = envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: s.Env})
+		if err != nil {
+			return opts, fmt.Errorf("read the Temporal connection settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, or a TEMPORAL_PROFILE): %w", err)
+		}
+	}
+	if s.Address != "" {
+		opts.HostPort = s.Address
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = s.DefaultAddress
+	}
+	if s.Namespace != "" {
+		opts.Namespace = s.Namespace
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = client.DefaultNamespace
+	}
+	logger := s.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	opts.Logger = logging.SDK(logger)
+	if s.Metrics != nil {
+		opts.MetricsHandler = s.Metrics
+	}
+	if err := frontends.Apply(&opts); err != nil {
+		return opts, err
+	}
+	if err := s.Codec.Apply(&opts); err != nil {
+		return opts, err
+	}
+	return opts, nil
+}

@@ -1,0 +1,59 @@
+package clientopts
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/frontends"
+)
+
+type env map[string]string
+
+func (e env) LookupEnv(k string) (string, bool) { v, ok := e[k]; return v, ok }
+func (e env) Environ() []string {
+	var out []string
+	for k, v := range e {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func TestEnvironmentThenOverridesThenDefaults(t *testing.T) {
+	t.Parallel()
+	opts, err := Build(Settings{Env: env{"TEMPORAL_ADDRESS": "temporal.internal:7233", "TEMPORAL_NAMESPACE": "sms"}, DefaultAddress: "127.0.0.1:7233"})
+	require.NoError(t, err)
+	require.Equal(t, "temporal.internal:7233", opts.HostPort)
+	require.Equal(t, "sms", opts.Namespace)
+	require.NotNil(t, opts.Logger)
+
+	opts, err = Build(Settings{Env: env{"TEMPORAL_ADDRESS": "temporal.internal:7233"}, Address: "10.0.0.9:7233", Namespace: "other"})
+	require.NoError(t, err)
+	require.Equal(t, "10.0.0.9:7233", opts.HostPort, "an explicit address wins over the environment")
+	require.Equal(t, "other", opts.Namespace)
+
+	opts, err = Build(Settings{Env: env{}, DefaultAddress: "127.0.0.1:7233"})
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:7233", opts.HostPort)
+	require.Equal(t, "default", opts.Namespace)
+}
+
+func TestFrontendListAndCodec(t *testing.T) {
+	t.Parallel()
+	opts, err := Build(Settings{Address: "127.0.0.1:7233,127.0.0.1:7234"})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(opts.HostPort, frontends.Scheme+":"), opts.HostPort)
+
+	_, err = Build(Settings{Address: "127.0.0.1:7233,nowhere"})
+	require.ErrorContains(t, err, "is not host:port")
+
+	spec, err := codec.NewKey("k1")
+	require.NoError(t, err)
+	kr, err := codec.ParseKeys(spec)
+	require.NoError(t, err)
+	opts, err = Build(Settings{Address: "127.0.0.1:7233", Codec: kr})
+	require.NoError(t, err)
+	require.NotEmpty(t, opts.ConnectionOptions.DialOptions, "the codec's interceptors are installed")
+}
