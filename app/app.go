@@ -26,6 +26,7 @@ import (
 	"github.com/acme/smsorch/clientopts"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/devmode"
 	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/ledger"
@@ -282,21 +283,13 @@ func (a *App) providers() (map[provider.Name]provider.Client, error) {
 	birdCfg := bird.Config{BaseURL: cfg.Bird.BaseURL, AccessKey: cfg.Bird.AccessKey, WorkspaceID: cfg.Bird.WorkspaceID, ChannelID: cfg.Bird.ChannelID, Timeout: cfg.AttemptTimeout}
 	sendyCfg := sendy.Config{BaseURL: cfg.Sendy.BaseURL, Token: cfg.Sendy.Token, Sender: cfg.Sendy.Sender, Timeout: cfg.AttemptTimeout}
 	if cfg.simulated() {
-		sim, err := simulator.New(withLogger(cfg.Simulator, a.Log.Named("simulator")))
-		if err != nil {
+		var simCfg simulator.Config
+		var err error
+		if a.Sim, simCfg, err = devmode.StartSimulator(cfg.Simulator, cfg.SimFaults, cfg.SimulatorAddress, a.Log.Named("simulator")); err != nil {
 			return nil, err
 		}
-		for _, f := range cfg.SimFaults {
-			if err := sim.AddFault(f); err != nil {
-				return nil, err
-			}
-		}
-		if a.Sim, err = sim.Listen(cfg.SimulatorAddress); err != nil {
-			return nil, err
-		}
-		simCfg := sim.Config()
-		birdCfg = bird.Config{BaseURL: a.Sim.URL, AccessKey: logging.Secret(simCfg.BirdAccessKey), WorkspaceID: simulator.DevWorkspace, ChannelID: simulator.DevChannel, Timeout: cfg.AttemptTimeout}
-		sendyCfg = sendy.Config{BaseURL: a.Sim.URL, Token: logging.Secret(simCfg.SendyToken), Sender: cfg.Sendy.Sender, Timeout: cfg.AttemptTimeout}
+		birdCfg = devmode.BirdConfig(a.Sim.URL, simCfg.BirdAccessKey, cfg.AttemptTimeout)
+		sendyCfg = devmode.SendyConfig(a.Sim.URL, simCfg.SendyToken, cfg.Sendy.Sender, cfg.AttemptTimeout)
 	}
 	out := map[provider.Name]provider.Client{}
 	if birdCfg.BaseURL != "" {
@@ -314,11 +307,6 @@ func (a *App) providers() (map[provider.Name]provider.Client, error) {
 		out[provider.Sendy] = c
 	}
 	return out, nil
-}
-
-func withLogger(c simulator.Config, l *zap.Logger) simulator.Config {
-	c.Logger = l
-	return c
 }
 
 // Banner says what is running and where, for the person who started it.

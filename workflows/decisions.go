@@ -1,0 +1,258 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/keys"
+	"github.com/acme/smsorch/metrics/name"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/sms"
+)
+
+// setup registers the handlers a run answers from its first moment.
+func (r *run) setup(ctx workflow.Context) {
+	r.ctx, _ = workflow.NewDisconnectedContext(ctx)
+	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion)
+	r.log = workflow.GetLogger(ctx)
+	r.st = contract.Status{
+		Result:     contract.Result{Key: r.in.Key, State: contract.Sending, MessageIDs: []string{}, KeysUsed: []string{}},
+		Provider:   r.in.Provider,
+		To:         sms.MaskPhone(r.in.To),
+		CurrentKey: r.in.Key,
+		Timeline:   []contract.Entry{},
+	}
+	_ = workflow.SetQueryHandler(ctx, contract.QueryState, func() (contract.Status, error) { return r.snapshot(), nil })
+	_ = workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateDecide,
+		func(ctx workflow.Context, d contract.Decision) (contract.DecisionAck, error) {
+			if err := r.decide(d); err != nil {
+				return contract.DecisionAck{}, err
+			}
+			return contract.DecisionAck{State: r.st.State, Message: r.ackMessage(d)}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, d contract.Decision) error { return r.check(d) }},
+	)
+	workflow.Go(r.ctx, r.receiveSignals)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ctx.Done().Receive(ctx, nil)
+		d := contract.Decision{Action: contract.ActionCancel, By: "Temporal cancellation request", Reason: "the run was asked to cancel"}
+		if err := r.decide(d); err != nil {
+			r.refuse(d, "cancellation request", err)
+		}
+	})
+}
+
+// receiveSignals applies resend and cancel signals, or records why not.
+func (r *run) receiveSignals(ctx workflow.Context) {
+	sel := workflow.NewSelector(ctx)
+	for _, action := range []string{contract.ActionResend, contract.ActionCancel} {
+		sel.AddReceive(workflow.GetSignalChannel(ctx, action), func(c workflow.ReceiveChannel, _ bool) {
+			// RawValue never fails to decode, so a malformed payload is
+			// refused visibly here instead of dropped by the SDK.
+			var raw converter.RawValue
+			c.Receive(ctx, &raw)
+			var body json.RawMessage
+			var d contract.Decision
+			err := converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &body)
+			if err == nil {
+				// json.Unmarshal into a struct is deterministic; workflowcheck
+				// only sees reflect's panic path reading runtime frames.
+				d, err = contract.ParseSignal(action, body) //workflowcheck:ignore
+			} else {
+				d.Action, err = action, fmt.Errorf("the payload is not JSON: %w", err)
+			}
+			if err == nil {
+				err = r.decide(d)
+			}
+			if err != nil {
+				r.refuse(d, action+" signal", err)
+			}
+		})
+	}
+	for {
+		sel.Select(ctx)
+	}
+}
+
+// check reports whether a decision can be applied now; the update's
+// validator uses it, so a refused update leaves no trace in history.
+func (r *run) check(d contract.Decision) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	if r.st.State != contract.AwaitingDecision {
+		return fmt.Errorf("refused: the run is %s, not awaiting a decision; a %s applies only to a run in state AwaitingDecision", r.st.State, d.Action)
+	}
+	if r.pending != nil {
+		return fmt.Errorf("refused: a %s decided by %s is already being applied", r.pending.Action, r.pending.By)
+	}
+	if r.fixed() && d.Action == contract.ActionResend && !d.Force && r.unsearchable {
+		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.in.Provider)
+	}
+	return nil
+}
+
+// decide applies a decision for the main loop to act on.
+func (r *run) decide(d contract.Decision) error {
+	if err := r.check(d); err != nil {
+		return err
+	}
+	r.pending = &d
+	r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)
+	// Metrics through the SDK's handler: not emitted again on replay.
+	workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"action": string(d.Action), "forced": fmt.Sprint(d.Force)}).
+		Counter(name.Decisions).Inc(1)
+	return nil
+}
+
+func (r *run) refuse(d contract.Decision, via string, err error) {
+	by := d.By
+	if by == "" {
+		by = "someone"
+	}
+	r.note("refused a %s from %s: %v", via, by, err)
+	r.log.Warn("decision refused", "via", via, "by", by, "error", err.Error())
+}
+
+func (r *run) ackMessage(d contract.Decision) string {
+	if d.Action == contract.ActionCancel {
+		return "cancel accepted: the run ends as Cancelled and nothing more is sent"
+	}
+	if d.Force {
+		return "forced resend accepted: the run tries the provider's records once more and sends under the next resend key unless the message is found, even if the search fails (a blind resend)"
+	}
+	return "resend accepted: the run reconciles first if the replay window has closed, then sends under the next resend key unless the message is found"
+}
+
+// await waits for a person's decision until the decision deadline. Since
+// versionNoSilentDuplicates a reconciliation that failed is tried again
+// meanwhile, and the run leaves AwaitingDecision as soon as it takes a
+// decision, before anything that yields, so a second one is refused.
+func (r *run) await() (contract.State, bool) {
+	r.st.DecisionDeadline = workflow.Now(r.ctx).Add(r.policy.DecisionDeadline)
+	r.note("awaiting a decision until %s: signal %q or %q with {\"reason\": \"...\", \"by\": \"...\"}",
+		r.st.DecisionDeadline.Format(time.RFC3339), contract.SignalResend, contract.SignalCancel)
+	decided := func() bool { return r.pending != nil }
+	for {
+		left := r.st.DecisionDeadline.Sub(workflow.Now(r.ctx))
+		retry := r.fixed() && r.reconcileFailed && left > r.policy.ReconcileRetry
+		if retry {
+			left = r.policy.ReconcileRetry
+		}
+		if ok, _ := workflow.AwaitWithTimeout(r.ctx, left, decided); ok {
+			break
+		}
+		if !retry {
+			r.st.DecisionDeadline = time.Time{}
+			r.st.Reason = fmt.Sprintf("no decision within %s; was: %s", r.policy.DecisionDeadline, r.st.Reason)
+			r.note("no decision within %s", r.policy.DecisionDeadline)
+			return contract.Failed, false
+		}
+		if found := r.retryReconcile(); found && r.pending == nil {
+			r.st.DecisionDeadline = time.Time{}
+			return contract.Accepted, false
+		}
+	}
+	r.st.DecisionDeadline = time.Time{}
+	d := *r.pending
+	r.pending = nil
+	if d.Action == contract.ActionCancel {
+		r.st.Reason = fmt.Sprintf("cancelled by %s: %s", d.By, d.Reason)
+		return contract.Cancelled, false
+	}
+	return r.resend(d)
+}
+
+// resend sends under the next resend key, after reconciling again when the
+// current key's replay window has closed: the message may have arrived.
+// Since versionNoSilentDuplicates nothing is sent past the window without
+// a search that succeeded, unless the decision forces it (a blind resend).
+func (r *run) resend(d contract.Decision) (contract.State, bool) {
+	blind, basis := "", contract.BasisDeliveryFailed
+	search := !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget()))
+	if r.fixed() {
+		// Only a message known to have failed lets a resend skip the
+		// search; an unknown outcome ends a little before the window does
+		// (the last attempt goes first), so the clock alone cannot tell.
+		search = search || !r.deliveryFailed || (r.v >= versionLateEffectFirst && r.recheckPending())
+	}
+	if search {
+		basis = contract.BasisReconciled
+		r.setState(contract.Reconciling)
+		if r.v >= versionLateEffectFirst && r.recheckPending() {
+			// A hung attempt may still land: the search waits for it, and
+			// is then the late look too.
+			if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+				r.note("waiting until %s before the resend: an attempt without a certain answer could still take effect", r.recheckAt.UTC().Format(time.RFC3339))
+				_ = workflow.Sleep(r.ctx, wait)
+			}
+			r.rechecked = true
+		}
+		out, err := r.lookup(r.st.KeysUsed)
+		switch {
+		case err == nil:
+			r.note("reconciled before the resend: %s", out.How)
+			r.searched(out)
+			if r.adopt(out) {
+				r.note("resend not needed: a message of this event is alive; following it instead")
+				return contract.Accepted, false
+			}
+			if r.fixed() && !out.Searched {
+				if !d.Force {
+					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.in.Provider)
+					r.note("%s", r.st.Reason)
+					return contract.AwaitingDecision, false
+				}
+				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.in.Provider)
+			}
+		case !r.fixed():
+			basis = contract.BasisUnreconciled
+			r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
+		case d.Force:
+			r.reconcileFailed = true
+			blind = "the search of " + r.in.Provider + "'s records failed (" + errorMessage(err) + ")"
+		default:
+			r.reconcileFailed = true
+			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
+				d.By, errorMessage(err), r.policy.ReconcileRetry)
+			r.note("%s", r.st.Reason)
+			return contract.AwaitingDecision, false
+		}
+	} else if r.fixed() {
+		r.setState(contract.Sending)
+	}
+	key, err := keys.Resend(keys.Key(r.in.Key), r.resends+1)
+	if err != nil {
+		r.st.Reason = "cannot derive the resend key: " + err.Error()
+		return contract.Failed, false
+	}
+	var req provider.Request
+	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
+		EventKey: r.in.Key, SendKey: string(key), Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
+	}, &req); err != nil {
+		r.st.Reason = "cannot plan the resend: " + errorMessage(err)
+		return contract.Failed, false
+	}
+	r.resends++
+	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
+	// What the last search said belongs to the decision just taken; the
+	// new key's own outcome decides the next one.
+	r.unsearchable, r.reconcileFailed = false, false
+	r.st.CurrentKey = string(key)
+	r.st.KeysUsed = append(r.st.KeysUsed, string(key))
+	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
+	r.st.DeliveryStatus = ""
+	if blind != "" {
+		basis = contract.BasisBlind
+		r.st.BlindResends = append(r.st.BlindResends, string(key))
+		r.possibleDuplicate(fmt.Sprintf("blind resend under %s forced by %s (%s): %s", key, d.By, d.Reason, blind))
+	}
+	r.st.Resends = append(r.st.Resends, contract.Resend{Key: string(key), By: d.By, Reason: d.Reason, Basis: basis})
+	return contract.Sending, false
+}

@@ -1,0 +1,160 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/keys"
+	"github.com/acme/smsorch/provider"
+)
+
+// prepare claims the event and plans the request. It reports whether the
+// run has ended: Failed (invalid event, key conflict) or Duplicate (the
+// ledger says the event was settled before; nothing is sent).
+func (r *run) prepare() (ended bool) {
+	var out activities.PrepareOutput
+	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, activities.PrepareInput{
+		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text,
+	}, &out)
+	if err != nil {
+		r.st.State, r.st.Reason = contract.Failed, "the event cannot be sent as given: "+errorMessage(err)
+		r.note("%s", r.st.Reason)
+		return true
+	}
+	r.policy, r.req, r.ledgerID = out.Policy, out.Request, out.LedgerID
+	r.st.Warnings = out.Warnings
+	for _, w := range out.Warnings {
+		r.note("warning: %s", w)
+	}
+	switch {
+	case out.Conflict != "":
+		r.st.State, r.st.Reason = contract.Failed, out.Conflict
+		r.note("%s", out.Conflict)
+		return true
+	case out.Settled != nil:
+		e := out.Settled
+		r.st.State = contract.Duplicate
+		r.st.Reason = fmt.Sprintf("duplicate: the event was already settled as %s on %s", e.Outcome, e.SettledAt.UTC().Format(time.RFC3339))
+		if e.MessageID != "" {
+			r.st.Reason = fmt.Sprintf("duplicate: already sent as message %s (settled as %s on %s); nothing sent again",
+				e.MessageID, e.Outcome, e.SettledAt.UTC().Format(time.RFC3339))
+			r.st.MessageIDs = append(r.st.MessageIDs, e.MessageID)
+		}
+		r.note("%s", r.st.Reason)
+		return true
+	}
+	r.claimed = true
+	r.sendStart, r.eventStart = out.FirstAttemptAt, out.FirstAttemptAt
+	r.st.KeysUsed = append(r.st.KeysUsed, r.req.Key)
+	if !out.Created {
+		r.note("the event was claimed by an earlier run that did not settle it; continuing with its key")
+	}
+	if r.fixed() {
+		r.policy = r.policy.WithDefaults()
+		r.uncertainSince(out.LastUncertainAt)
+		return r.resume(out.SendKeys)
+	}
+	return false
+}
+
+// resume carries on from every key an earlier run of the event used:
+// resend keys join KeysUsed (so reconciliation searches them all and the
+// next resend takes a number never used), and the last key is the one
+// the run goes on with, its window counted from its own first attempt.
+func (r *run) resume(used []activities.SendKey) (ended bool) {
+	if len(used) == 0 {
+		return false
+	}
+	r.eventStart = used[0].FirstAttemptAt
+	for _, k := range used {
+		if k.Key == r.in.Key {
+			continue
+		}
+		if _, n, ok := keys.SplitResend(keys.Key(k.Key)); ok {
+			r.resends = max(r.resends, n)
+			r.st.ResendKeys = append(r.st.ResendKeys, k.Key)
+		}
+		r.st.KeysUsed = append(r.st.KeysUsed, k.Key)
+	}
+	last := used[len(used)-1]
+	if last.Key == r.in.Key {
+		return false
+	}
+	var req provider.Request
+	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
+		EventKey: r.in.Key, SendKey: last.Key, Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
+	}, &req); err != nil {
+		r.st.State, r.st.Reason = contract.Failed, "cannot plan the request of "+last.Key+" again: "+errorMessage(err)
+		r.note("%s", r.st.Reason)
+		return true
+	}
+	r.req, r.sendStart = req, last.FirstAttemptAt
+	r.st.CurrentKey = last.Key
+	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
+	return false
+}
+
+// uncertainSince notes an attempt that ended without a certain answer and
+// began at since: it may take effect until the late-effect horizon has
+// passed, so the run looks for a second message again then.
+func (r *run) uncertainSince(since time.Time) {
+	if since.IsZero() {
+		return
+	}
+	if at := since.Add(r.policy.LateEffectHorizon); at.After(r.recheckAt) {
+		r.recheckAt, r.rechecked = at, false
+	}
+}
+
+// planOptions are for Prepare and Plan: retried until the worker can do
+// them (a ledger or a provider setting may be missing for a while), except
+// an event that is invalid as given.
+func planOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: []string{activities.ErrInvalidRequest},
+		},
+	}
+}
+
+// ledgerStep runs one of the worker's own steps (Prepare, Plan, Settle),
+// which call no provider, and decodes its result into out. Since
+// versionLeanHistory it is first tried as a local activity, inside the
+// workflow task that asks for it: one marker in the history instead of
+// a task and three events. Each step is safe to run again (a claim finds
+// its own claim, a plan is the same bytes, the first settle wins). The
+// local tries end within a workflow task's timeout; when they fail with
+// an error a retry could fix (the ledger is down, this worker holds
+// another ledger), the step runs as an activity under opts, retried as
+// long as before and open to every worker of the queue.
+func (r *run) ledgerStep(name string, opts workflow.ActivityOptions, fn, arg, out any) error {
+	if r.v >= versionLeanHistory {
+		lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: localStepBudget,
+			StartToCloseTimeout:    localStepBudget,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second, MaximumAttempts: 3,
+				NonRetryableErrorTypes: opts.RetryPolicy.NonRetryableErrorTypes,
+			},
+		})
+		err := workflow.ExecuteLocalActivity(lctx, fn, arg).Get(r.ctx, out)
+		if err == nil || !retryable(err, opts.RetryPolicy.NonRetryableErrorTypes) {
+			return err
+		}
+		r.note("%s did not complete in the run's workflow task (%s): running it as an activity that any worker can take", name, errorMessage(err))
+	}
+	ctx := workflow.WithActivityOptions(r.ctx, opts)
+	return workflow.ExecuteActivity(ctx, fn, arg).Get(ctx, out)
+}
+
+// localStepBudget bounds a ledger step's local tries: under the workflow
+// task's timeout (10 s), so they never need the task to be extended.
+const localStepBudget = 8 * time.Second

@@ -1,0 +1,173 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/provider"
+)
+
+// reconcilePriority puts searches of the provider's records before
+// status lookups (default priority 3) on the lookup queue.
+const reconcilePriority = 1
+
+// reconcile compares our records with the provider's for every key used.
+func (r *run) reconcile() (contract.State, bool) {
+	out, err := r.lookup(r.st.KeysUsed)
+	if err != nil {
+		r.reconcileFailed = true
+		r.st.Reason = "the outcome is unknown: the provider's records could not be searched (" + errorMessage(err) + ")"
+		if r.fixed() {
+			r.st.Reason += fmt.Sprintf("; the run searches again every %s, and a resend waits for a search that succeeds unless forced", r.policy.ReconcileRetry)
+		}
+		r.note("%s", r.st.Reason)
+		return contract.AwaitingDecision, false
+	}
+	r.note("reconciled: %s", out.How)
+	r.searched(out)
+	if r.adopt(out) {
+		return contract.Accepted, false
+	}
+	r.explainNotFound(out)
+	return contract.AwaitingDecision, false
+}
+
+// searched records what a search that succeeded says about searching.
+func (r *run) searched(out activities.ReconcileOutput) {
+	if !r.fixed() {
+		return
+	}
+	r.reconcileFailed, r.unsearchable = false, !out.Searched
+	r.uncertainSince(out.LastUncertainAt)
+	for _, u := range out.Unsearchable {
+		if u.Uncertain > 1 && !r.st.PossibleDuplicate {
+			r.possibleDuplicate(fmt.Sprintf("%d attempts of %s ended without a certain answer at %s, which cannot be searched by key: each may have sent a message",
+				u.Uncertain, u.Key, r.in.Provider))
+		}
+	}
+}
+
+// explainNotFound sets the reason of a run that found no live message.
+func (r *run) explainNotFound(out activities.ReconcileOutput) {
+	switch {
+	case len(out.Messages) > 0:
+		r.st.Reason = fmt.Sprintf("the message failed (%s): a resend is a new message under a new key", r.st.DeliveryStatus)
+	case out.Searched:
+		r.st.Reason = fmt.Sprintf("not found: no message under %s in our ledger or in %s's records", strings.Join(r.st.KeysUsed, ", "), r.in.Provider)
+	default:
+		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s cannot be searched without a message id", r.in.Provider)
+	}
+	if r.lastSend != "" {
+		r.st.Reason += "; last answer: " + r.lastSend
+	}
+	r.note("%s", r.st.Reason)
+}
+
+// adopt records the messages found and reports whether one of them is
+// alive (not failed), which makes the event accepted.
+func (r *run) adopt(out activities.ReconcileOutput) bool {
+	firstAlive := ""
+	status := map[string]provider.Status{}
+	perKey := map[string]int{}
+	for _, m := range out.Messages {
+		r.addMessage(m.ID)
+		r.note("found message %s (status %s)", m.ID, m.Status)
+		status[m.ID] = m.Status
+		if m.Reference != "" {
+			perKey[m.Reference]++
+		}
+		if firstAlive == "" && !m.Status.Failed() {
+			firstAlive = m.ID
+		}
+	}
+	if s, ok := status[r.primary]; firstAlive != "" && (!ok || s.Failed()) {
+		r.primary = firstAlive // follow a live message, not a failed one
+	}
+	if s, ok := status[r.primary]; ok {
+		r.st.DeliveryStatus = string(s)
+	} else if len(out.Messages) > 0 {
+		r.st.DeliveryStatus = string(out.Messages[0].Status)
+	}
+	alive := firstAlive != ""
+	for _, k := range r.st.KeysUsed { // in order: deterministic
+		if n := perKey[k]; n > 1 {
+			r.st.DuplicateSend = true
+			r.note("proven duplicate send: %d accepted message ids for key %s (%s); the key could not prevent it (the provider did not store its answer, or its lock expired mid-send)", n, k, strings.Join(r.st.MessageIDs, ", "))
+		}
+	}
+	return alive
+}
+
+// lookForDuplicates searches the provider's records for the given keys
+// after an uncertain attempt, where the provider can be searched. It
+// reports whether the search went by key (a list endpoint).
+func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
+	out, err := r.lookup(keys)
+	if err != nil {
+		r.note("could not search %s's records for a second message: %s", r.in.Provider, errorMessage(err))
+		return false, false
+	}
+	alive = r.adopt(out)
+	return out.ByKey, alive
+}
+
+// recheck looks for a second message under every key once the
+// uncertain attempts can no longer take effect.
+func (r *run) recheck(why string) (alive bool) {
+	r.rechecked = true
+	r.note("%s: an attempt without a certain answer could take effect until %s; looking for a second message under %s",
+		why, r.recheckAt.UTC().Format(time.RFC3339), strings.Join(r.st.KeysUsed, ", "))
+	_, alive = r.lookForDuplicates(r.st.KeysUsed)
+	return alive
+}
+
+// recheckPending reports a late look that is still due.
+func (r *run) recheckPending() bool {
+	return r.fixed() && !r.recheckAt.IsZero() && !r.rechecked
+}
+
+func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
+	opts := r.onQueue(workflow.ActivityOptions{
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: r.policy.ReconcileBudget,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+	}, contract.PurposeLookup)
+	if r.v >= versionProviderQueues {
+		// Ahead of the status lookups that share the lookup queue's
+		// budget: a search decides whether anything is sent again, and its
+		// budget runs while it waits.
+		opts.Priority = temporal.Priority{PriorityKey: reconcilePriority}
+	}
+	ctx := workflow.WithActivityOptions(r.ctx, opts)
+	var out activities.ReconcileOutput
+	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
+		EventKey: r.in.Key, Provider: r.in.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
+	}).Get(ctx, &out)
+	return out, err
+}
+
+// retryReconcile searches the provider's records again for a run that
+// awaits a decision because its last search failed. It reports whether a
+// live message of the event was found.
+func (r *run) retryReconcile() (found bool) {
+	out, err := r.lookup(r.st.KeysUsed)
+	if err != nil {
+		r.note("the search of %s's records failed again (%s); trying again in %s", r.in.Provider, errorMessage(err), r.policy.ReconcileRetry)
+		return false
+	}
+	r.note("reconciled on retry: %s", out.How)
+	r.searched(out)
+	if r.adopt(out) {
+		r.note("a message of the event is alive: following it")
+		return true
+	}
+	r.explainNotFound(out)
+	r.publish()
+	return false
+}

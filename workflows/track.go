@@ -1,0 +1,117 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/provider"
+)
+
+// track follows the delivery status of the accepted message until it is
+// final or the tracking limit passes.
+func (r *run) track() (contract.State, bool) {
+	id := r.primary
+	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	}, contract.PurposeLookup))
+	limit := workflow.Now(r.ctx).Add(r.policy.TrackingLimit)
+	interval := r.policy.StatusPollInitial
+	for {
+		left := limit.Sub(workflow.Now(r.ctx))
+		if left <= 0 {
+			r.st.Reason = fmt.Sprintf("accepted as message %s; delivery not confirmed within %s (last status %s)", id, r.policy.TrackingLimit, r.st.DeliveryStatus)
+			r.note("%s", r.st.Reason)
+			return contract.Accepted, true
+		}
+		wait := min(interval, left)
+		if r.recheckPending() {
+			wait = max(min(wait, r.recheckAt.Sub(workflow.Now(r.ctx))), 0)
+		}
+		_ = workflow.Sleep(r.ctx, wait)
+		if r.recheckPending() && !workflow.Now(r.ctx).Before(r.recheckAt) {
+			r.recheck("while tracking delivery")
+		}
+		interval = min(2*interval, r.policy.StatusPollMax)
+		var m provider.Message
+		var err error
+		if r.v >= versionLeanHistory {
+			if limit.Sub(workflow.Now(r.ctx)) < time.Second {
+				continue // the limit is reached: the loop's start ends the run
+			}
+			m, err = r.lookUntilFinal(id, limit, interval)
+			r.lastStatus(err)
+		} else {
+			err = workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.in.Provider, MessageID: id}).Get(ctx, &m)
+		}
+		if err != nil {
+			if !notFinalYet(err) {
+				r.note("status lookup of %s failed, trying again later: %s", id, errorMessage(err))
+			}
+			continue
+		}
+		if string(m.Status) != r.st.DeliveryStatus {
+			r.st.DeliveryStatus = string(m.Status)
+			r.note("message %s is %s", id, m.Status)
+		}
+		switch {
+		case m.Status == provider.StatusDelivered:
+			r.st.Reason = fmt.Sprintf("delivered as message %s", id)
+			return contract.Delivered, false
+		case m.Status.Failed():
+			r.deliveryFailed = true
+			r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, m.Status)
+			return contract.AwaitingDecision, false
+		}
+	}
+}
+
+// lookUntilFinal looks the message up until its status is final, as one
+// Status activity whose retries, first after interval and then doubling
+// up to StatusPollMax, are the polling schedule: no workflow task for a
+// lookup that finds nothing new. It ends at the tracking limit, or
+// earlier when the late look for a second message is due.
+func (r *run) lookUntilFinal(id string, limit time.Time, interval time.Duration) (provider.Message, error) {
+	now := workflow.Now(r.ctx)
+	budget := limit.Sub(now)
+	if r.recheckPending() {
+		if d := r.recheckAt.Sub(now); d > 0 && d < budget {
+			budget = d
+		}
+	}
+	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: budget,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: interval, BackoffCoefficient: 2, MaximumInterval: r.policy.StatusPollMax,
+			// The budget ends the lookups; the cap is explicit because 0
+			// means 10 in the SDK's test environment.
+			MaximumAttempts: int32(min(int64(budget/interval)+2, math.MaxInt32)),
+		},
+	}, contract.PurposeLookup))
+	var m provider.Message
+	err := workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.in.Provider, MessageID: id, UntilFinal: true}).Get(ctx, &m)
+	return m, err
+}
+
+// lastStatus records the status the last lookup of a lookUntilFinal
+// that ended unfinished saw (ErrNotFinal carries it), so the run shows
+// "sent" while it waits for "delivered".
+func (r *run) lastStatus(err error) {
+	var appErr *temporal.ApplicationError
+	var m provider.Message
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrNotFinal || !appErr.HasDetails() || appErr.Details(&m) != nil {
+		return
+	}
+	if m.Status != "" && string(m.Status) != r.st.DeliveryStatus {
+		r.st.DeliveryStatus = string(m.Status)
+		r.note("message %s is %s", m.ID, m.Status)
+	}
+}
