@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -26,28 +25,12 @@ import (
 	"time"
 
 	uiserver "github.com/temporalio/ui-server/v2/server"
-	uiconfig "github.com/temporalio/ui-server/v2/server/config"
-	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
-	namespacepb "go.temporal.io/api/namespace/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/server/common/authorization"
-	"go.temporal.io/server/common/cluster"
-	"go.temporal.io/server/common/config"
-	"go.temporal.io/server/common/dynamicconfig"
-	serverlog "go.temporal.io/server/common/log"
-	"go.temporal.io/server/common/membership/static"
-	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
-	"go.temporal.io/server/common/primitives"
-	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/logging"
 )
 
@@ -238,22 +221,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.frontendAddr = net.JoinHostPort(frontendHost, strconv.Itoa(frontendPort))
 
 	if cfg.UIAddress != UIOff {
-		uiHost, uiPort, err := resolvePort(cfg.UIAddress)
-		if err != nil {
-			return nil, fmt.Errorf("UI address %s: %w", cfg.UIAddress, err)
+		if err := s.buildUI(); err != nil {
+			return nil, err
 		}
-		s.uiAddr = net.JoinHostPort(uiHost, strconv.Itoa(uiPort))
-		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
-			Host:                uiHost,
-			Port:                uiPort,
-			TemporalGRPCAddress: s.frontendAddr,
-			EnableUI:            true,
-			DefaultNamespace:    cfg.Namespace,
-			CORS:                uiconfig.CORS{CookieInsecure: true},
-			HideLogs:            true,
-			DisableNewsFetch:    true, // the machines this runs on may have no internet
-			Codec:               uiconfig.Codec{Endpoint: cfg.CodecEndpoint},
-		}))
 	}
 
 	if err := portFree(s.frontendAddr); err != nil {
@@ -302,179 +272,6 @@ func (s *Stack) Stop() error {
 	return s.stopErr
 }
 
-func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPort int) (temporal.Server, error) {
-	level, _ := zapcore.ParseLevel(s.cfg.ServerLogLevel) // checked in validate
-	logger := serverlog.NewZapLogger(s.cfg.Logger.Named("temporal-server").WithOptions(zap.IncreaseLevel(level)))
-	const clusterName = "active"
-	var conf config.Config
-
-	// Ports besides the frontend's: frontend HTTP, history, matching,
-	// worker, and on PostgreSQL each service's membership port.
-	n := 4
-	if s.cfg.Database != "" {
-		n = 8
-	}
-	ports := make([]int, n)
-	for i := range ports {
-		var err error
-		if i < 4 {
-			ports[i], err = freePort(frontendHost)
-		} else {
-			ports[i], err = freeMembershipPort(frontendHost)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	frontendHTTPPort, historyPort, matchingPort, workerPort := ports[0], ports[1], ports[2], ports[3]
-	hostPort := func(p int) string { return net.JoinHostPort(frontendHost, strconv.Itoa(p)) }
-	service := func(grpc, http int) config.Service {
-		return config.Service{RPC: config.RPC{GRPCPort: grpc, HTTPPort: http, BindOnIP: frontendHost}}
-	}
-	conf.Services = map[string]config.Service{
-		"frontend": service(frontendPort, frontendHTTPPort),
-		"history":  service(historyPort, 0),
-		"matching": service(matchingPort, 0),
-		"worker":   service(workerPort, 0),
-	}
-	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
-	conf.Global.Membership.BroadcastAddress = frontendHost
-
-	var hosts temporal.ServerOption
-	if s.cfg.Database == "" {
-		sqlCfg, err := s.setupSQLite()
-		if err != nil {
-			return nil, err
-		}
-		conf.Persistence.DefaultStore = "sqlite-default"
-		conf.Persistence.VisibilityStore = "sqlite-default"
-		conf.Persistence.NumHistoryShards = 1
-		conf.Persistence.DataStores = map[string]config.DataStore{"sqlite-default": {SQL: sqlCfg}}
-		// One process is the whole service: no membership to discover.
-		hosts = temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
-			primitives.FrontendService: static.SingleLocalHost(s.frontendAddr),
-			primitives.HistoryService:  static.SingleLocalHost(hostPort(historyPort)),
-			primitives.MatchingService: static.SingleLocalHost(hostPort(matchingPort)),
-			primitives.WorkerService:   static.SingleLocalHost(hostPort(workerPort)),
-		})
-	} else {
-		stores, err := parsePostgres(s.cfg.Database) // checked in validate
-		if err != nil {
-			return nil, err
-		}
-		if err := stores.setup(ctx, logger); err != nil {
-			return nil, err
-		}
-		conf.Persistence.DefaultStore = "postgres-default"
-		conf.Persistence.VisibilityStore = "postgres-visibility"
-		conf.Persistence.NumHistoryShards = PostgresHistoryShards
-		conf.Persistence.DataStores = map[string]config.DataStore{
-			"postgres-default":    {SQL: stores.persistence},
-			"postgres-visibility": {SQL: stores.visibility},
-		}
-		// Membership through the database: each service announces its
-		// membership port there and finds the other servers' services.
-		for i, name := range []string{"frontend", "history", "matching", "worker"} {
-			svc := conf.Services[name]
-			svc.RPC.MembershipPort = ports[4+i]
-			conf.Services[name] = svc
-		}
-		if s.cfg.BroadcastAddress != "" {
-			conf.Global.Membership.BroadcastAddress = s.cfg.BroadcastAddress
-		}
-	}
-	conf.ClusterMetadata = &cluster.Config{
-		FailoverVersionIncrement: 10,
-		MasterClusterName:        clusterName,
-		CurrentClusterName:       clusterName,
-		ClusterInformation: map[string]cluster.ClusterInformation{clusterName: {
-			Enabled:                true,
-			InitialFailoverVersion: 1,
-			RPCAddress:             s.frontendAddr,
-			HTTPAddress:            hostPort(frontendHTTPPort),
-			ClusterID:              "8d0b7e0e-6a5f-4c1e-9a53-2f1d3c4b5a69", // fixed: kept in the database at first start
-		}},
-	}
-	conf.DCRedirectionPolicy.Policy = "noop"
-	conf.Archival.History.State = "disabled"
-	conf.Archival.Visibility.State = "disabled"
-	conf.NamespaceDefaults.Archival.History.State = "disabled"
-	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
-	// The server's own system workflows reach the frontend of this process.
-	conf.PublicClient.HostPort = s.frontendAddr
-
-	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
-	if err != nil {
-		return nil, fmt.Errorf("build the server authorizer: %w", err)
-	}
-	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
-	if err != nil {
-		return nil, fmt.Errorf("build the server claim mapper: %w", err)
-	}
-	dyn := dynamicconfig.StaticClient{
-		// Search attributes added at start are usable at once.
-		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
-		// The UI and `list` query visibility often; the default limit is for clusters.
-		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
-		// With the refresh above, every listed run reads the search
-		// attributes from the store: a list of a thousand runs would pass
-		// the frontend's default 2,000 reads a second and fail with
-		// "System Persistence Max QPS Reached". A local file takes more.
-		dynamicconfig.FrontendPersistenceMaxQPS.Key(): 20000,
-		// One partition per task queue: a worker's activity rate limit is
-		// then enforced by one limiter, with a burst of one task, not split
-		// over four (the providers' request limits rely on it).
-		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
-		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
-	}
-	opts := []temporal.ServerOption{
-		temporal.WithConfig(&conf),
-		temporal.ForServices(temporal.DefaultServices),
-		temporal.WithLogger(logger),
-		temporal.WithAuthorizer(authorizer),
-		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
-		temporal.WithDynamicConfigClient(dyn),
-	}
-	if hosts != nil {
-		opts = append(opts, hosts)
-	}
-	srv, err := temporal.NewServer(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("build the Temporal server: %w", err)
-	}
-	return srv, nil
-}
-
-// setupSQLite creates the schema in a new file and the namespace in it.
-func (s *Stack) setupSQLite() (*config.SQL, error) {
-	sqlCfg := &config.SQL{
-		PluginName:   sqliteplugin.PluginName,
-		DatabaseName: s.dbPath,
-		ConnectAttributes: map[string]string{
-			"mode":         "rwc",
-			"journal_mode": "wal",
-			"synchronous":  "2", // FULL: a committed workflow task survives a crash of the process
-		},
-	}
-	if _, err := os.Stat(s.dbPath); errors.Is(err, os.ErrNotExist) {
-		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
-			return nil, fmt.Errorf("create the Temporal schema in %s: %w", s.dbPath, err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("read the dev-stack database %s: %w", s.dbPath, err)
-	}
-	ns, err := sqliteschema.NewNamespaceConfig("active", s.cfg.Namespace, false, s.cfg.SearchAttributes)
-	if err != nil {
-		return nil, fmt.Errorf("prepare namespace %s: %w", s.cfg.Namespace, err)
-	}
-	ns.Detail.Config.Retention = durationpb.New(s.cfg.Retention)
-	// A no-op when the namespace exists; ensureNamespace then fixes it up through the API.
-	if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
-		return nil, fmt.Errorf("register namespace %s: %w", s.cfg.Namespace, err)
-	}
-	return sqlCfg, nil
-}
-
 // ready waits for the frontend and the UI to answer, then makes sure the
 // namespace has the configured retention and search attributes.
 func (s *Stack) ready(ctx context.Context) error {
@@ -496,73 +293,6 @@ func (s *Stack) ready(ctx context.Context) error {
 	return nil
 }
 
-func ensureNamespace(ctx context.Context, c client.Client, cfg Config) error {
-	var desc *workflowservice.DescribeNamespaceResponse
-	err := retry(ctx, func() error {
-		var err error
-		desc, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: cfg.Namespace})
-		var notFound *serviceerror.NamespaceNotFound
-		if errors.As(err, &notFound) {
-			// A new database (PostgreSQL): register it; a server starting
-			// beside this one may do the same.
-			_, rerr := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-				Namespace:                        cfg.Namespace,
-				Description:                      "SMS notifications (registered by smsorch)",
-				WorkflowExecutionRetentionPeriod: durationpb.New(cfg.Retention),
-			})
-			var exists *serviceerror.NamespaceAlreadyExists
-			if rerr != nil && !errors.As(rerr, &exists) {
-				return fmt.Errorf("register namespace %s: %w", cfg.Namespace, rerr)
-			}
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("namespace %s is not available: %w", cfg.Namespace, err)
-	}
-	if desc.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration() < cfg.Retention {
-		_, err := c.WorkflowService().UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{
-			Namespace: cfg.Namespace,
-			Config:    &namespacepb.NamespaceConfig{WorkflowExecutionRetentionTtl: durationpb.New(cfg.Retention)},
-		})
-		if err != nil {
-			return fmt.Errorf("raise the retention of namespace %s to %s: %w", cfg.Namespace, cfg.Retention, err)
-		}
-	}
-	// A namespace registered just now reaches the frontend's cache a few
-	// seconds later; until then starts, polls and attribute changes in it fail.
-	err = retry(ctx, func() error {
-		_, err := c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: cfg.Namespace})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("namespace %s does not answer: %w", cfg.Namespace, err)
-	}
-	return contract.EnsureSearchAttributes(ctx, c, cfg.Namespace, cfg.SearchAttributes)
-}
-
-func (s *Stack) waitUI(ctx context.Context) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for {
-		select {
-		case err := <-s.uiDone:
-			s.uiDone <- err // Stop reads it again
-			return fmt.Errorf("the web UI on %s stopped at start: %w", s.uiAddr, err)
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.UIURL()+"/", nil)
-		if resp, err := hc.Do(req); err == nil {
-			_ = resp.Body.Close()
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the web UI on %s does not answer: %w", s.uiAddr, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // retry calls f until it succeeds or ctx ends; the frontend may need a moment
 // after Start before the namespace registry has loaded.
 func retry(ctx context.Context, f func() error) error {
@@ -577,64 +307,4 @@ func retry(ctx context.Context, f func() error) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// resolvePort splits host:port and replaces port 0 with a free port.
-func resolvePort(addr string) (string, int, error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", portStr)
-	}
-	if port == 0 {
-		port, err = freePort(host)
-	}
-	return host, port, err
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// freeMembershipPort finds a free port below 32768: the server keeps a
-// membership port in a smallint column, which the ephemeral ports the
-// kernel hands out (32768 and up) overflow.
-func freeMembershipPort(host string) (int, error) { return FreeLowPort(host) }
-
-var (
-	lowPortsMu sync.Mutex
-	lowPorts   = map[int]bool{} // handed out by this process
-)
-
-// FreeLowPort returns a port below 32768, free on host right now and
-// never returned before by this process. Below 32768 no outgoing
-// connection takes it (the kernel hands those ports out from 32768 up)
-// while the process that is to listen there starts.
-func FreeLowPort(host string) (int, error) {
-	lowPortsMu.Lock()
-	defer lowPortsMu.Unlock()
-	for i := 0; i < 500; i++ {
-		p := 20000 + rand.IntN(32768-20000)
-		if !lowPorts[p] && portFree(net.JoinHostPort(host, strconv.Itoa(p))) == nil {
-			lowPorts[p] = true
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("find a free port below 32768 on %s: 500 tries failed", host)
-}
-
-func portFree(addr string) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	return l.Close()
 }

@@ -1,0 +1,69 @@
+package devstack
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+)
+
+// resolvePort splits host:port and replaces port 0 with a free port.
+func resolvePort(addr string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", portStr)
+	}
+	if port == 0 {
+		port, err = freePort(host)
+	}
+	return host, port, err
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freeMembershipPort finds a free port below 32768: the server keeps a
+// membership port in a smallint column, which the ephemeral ports the
+// kernel hands out (32768 and up) overflow.
+func freeMembershipPort(host string) (int, error) { return FreeLowPort(host) }
+
+var (
+	lowPortsMu sync.Mutex
+	lowPorts   = map[int]bool{} // handed out by this process
+)
+
+// FreeLowPort returns a port below 32768, free on host right now and
+// never returned before by this process. Below 32768 no outgoing
+// connection takes it (the kernel hands those ports out from 32768 up)
+// while the process that is to listen there starts.
+func FreeLowPort(host string) (int, error) {
+	lowPortsMu.Lock()
+	defer lowPortsMu.Unlock()
+	for i := 0; i < 500; i++ {
+		p := 20000 + rand.IntN(32768-20000)
+		if !lowPorts[p] && portFree(net.JoinHostPort(host, strconv.Itoa(p))) == nil {
+			lowPorts[p] = true
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("find a free port below 32768 on %s: 500 tries failed", host)
+}
+
+func portFree(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}

@@ -1,0 +1,198 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	serverlog "go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/membership/static"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPort int) (temporal.Server, error) {
+	level, _ := zapcore.ParseLevel(s.cfg.ServerLogLevel) // checked in validate
+	logger := serverlog.NewZapLogger(s.cfg.Logger.Named("temporal-server").WithOptions(zap.IncreaseLevel(level)))
+	const clusterName = "active"
+	var conf config.Config
+
+	// Ports besides the frontend's: frontend HTTP, history, matching,
+	// worker, and on PostgreSQL each service's membership port.
+	n := 4
+	if s.cfg.Database != "" {
+		n = 8
+	}
+	ports := make([]int, n)
+	for i := range ports {
+		var err error
+		if i < 4 {
+			ports[i], err = freePort(frontendHost)
+		} else {
+			ports[i], err = freeMembershipPort(frontendHost)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	frontendHTTPPort, historyPort, matchingPort, workerPort := ports[0], ports[1], ports[2], ports[3]
+	hostPort := func(p int) string { return net.JoinHostPort(frontendHost, strconv.Itoa(p)) }
+	service := func(grpc, http int) config.Service {
+		return config.Service{RPC: config.RPC{GRPCPort: grpc, HTTPPort: http, BindOnIP: frontendHost}}
+	}
+	conf.Services = map[string]config.Service{
+		"frontend": service(frontendPort, frontendHTTPPort),
+		"history":  service(historyPort, 0),
+		"matching": service(matchingPort, 0),
+		"worker":   service(workerPort, 0),
+	}
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = frontendHost
+
+	var hosts temporal.ServerOption
+	if s.cfg.Database == "" {
+		sqlCfg, err := s.setupSQLite()
+		if err != nil {
+			return nil, err
+		}
+		conf.Persistence.DefaultStore = "sqlite-default"
+		conf.Persistence.VisibilityStore = "sqlite-default"
+		conf.Persistence.NumHistoryShards = 1
+		conf.Persistence.DataStores = map[string]config.DataStore{"sqlite-default": {SQL: sqlCfg}}
+		// One process is the whole service: no membership to discover.
+		hosts = temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: static.SingleLocalHost(s.frontendAddr),
+			primitives.HistoryService:  static.SingleLocalHost(hostPort(historyPort)),
+			primitives.MatchingService: static.SingleLocalHost(hostPort(matchingPort)),
+			primitives.WorkerService:   static.SingleLocalHost(hostPort(workerPort)),
+		})
+	} else {
+		stores, err := parsePostgres(s.cfg.Database) // checked in validate
+		if err != nil {
+			return nil, err
+		}
+		if err := stores.setup(ctx, logger); err != nil {
+			return nil, err
+		}
+		conf.Persistence.DefaultStore = "postgres-default"
+		conf.Persistence.VisibilityStore = "postgres-visibility"
+		conf.Persistence.NumHistoryShards = PostgresHistoryShards
+		conf.Persistence.DataStores = map[string]config.DataStore{
+			"postgres-default":    {SQL: stores.persistence},
+			"postgres-visibility": {SQL: stores.visibility},
+		}
+		// Membership through the database: each service announces its
+		// membership port there and finds the other servers' services.
+		for i, name := range []string{"frontend", "history", "matching", "worker"} {
+			svc := conf.Services[name]
+			svc.RPC.MembershipPort = ports[4+i]
+			conf.Services[name] = svc
+		}
+		if s.cfg.BroadcastAddress != "" {
+			conf.Global.Membership.BroadcastAddress = s.cfg.BroadcastAddress
+		}
+	}
+	conf.ClusterMetadata = &cluster.Config{
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{clusterName: {
+			Enabled:                true,
+			InitialFailoverVersion: 1,
+			RPCAddress:             s.frontendAddr,
+			HTTPAddress:            hostPort(frontendHTTPPort),
+			ClusterID:              "8d0b7e0e-6a5f-4c1e-9a53-2f1d3c4b5a69", // fixed: kept in the database at first start
+		}},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	// The server's own system workflows reach the frontend of this process.
+	conf.PublicClient.HostPort = s.frontendAddr
+
+	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	if err != nil {
+		return nil, fmt.Errorf("build the server authorizer: %w", err)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
+	if err != nil {
+		return nil, fmt.Errorf("build the server claim mapper: %w", err)
+	}
+	dyn := dynamicconfig.StaticClient{
+		// Search attributes added at start are usable at once.
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+		// The UI and `list` query visibility often; the default limit is for clusters.
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// With the refresh above, every listed run reads the search
+		// attributes from the store: a list of a thousand runs would pass
+		// the frontend's default 2,000 reads a second and fail with
+		// "System Persistence Max QPS Reached". A local file takes more.
+		dynamicconfig.FrontendPersistenceMaxQPS.Key(): 20000,
+		// One partition per task queue: a worker's activity rate limit is
+		// then enforced by one limiter, with a burst of one task, not split
+		// over four (the providers' request limits rely on it).
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+	}
+	opts := []temporal.ServerOption{
+		temporal.WithConfig(&conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dyn),
+	}
+	if hosts != nil {
+		opts = append(opts, hosts)
+	}
+	srv, err := temporal.NewServer(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("build the Temporal server: %w", err)
+	}
+	return srv, nil
+}
+
+// setupSQLite creates the schema in a new file and the namespace in it.
+func (s *Stack) setupSQLite() (*config.SQL, error) {
+	sqlCfg := &config.SQL{
+		PluginName:   sqliteplugin.PluginName,
+		DatabaseName: s.dbPath,
+		ConnectAttributes: map[string]string{
+			"mode":         "rwc",
+			"journal_mode": "wal",
+			"synchronous":  "2", // FULL: a committed workflow task survives a crash of the process
+		},
+	}
+	if _, err := os.Stat(s.dbPath); errors.Is(err, os.ErrNotExist) {
+		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
+			return nil, fmt.Errorf("create the Temporal schema in %s: %w", s.dbPath, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("read the dev-stack database %s: %w", s.dbPath, err)
+	}
+	ns, err := sqliteschema.NewNamespaceConfig("active", s.cfg.Namespace, false, s.cfg.SearchAttributes)
+	if err != nil {
+		return nil, fmt.Errorf("prepare namespace %s: %w", s.cfg.Namespace, err)
+	}
+	ns.Detail.Config.Retention = durationpb.New(s.cfg.Retention)
+	// A no-op when the namespace exists; ensureNamespace then fixes it up through the API.
+	if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
+		return nil, fmt.Errorf("register namespace %s: %w", s.cfg.Namespace, err)
+	}
+	return sqlCfg, nil
+}
