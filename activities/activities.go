@@ -27,7 +27,10 @@ import (
 )
 
 // Error types of the send activity, one per outcome class that fails an
-// attempt. Retry policies name these.
+// attempt. Retry policies name these. The retried outcomes of an attempt
+// (not executed, in progress, unknown, rate limited) carry the SDK's
+// benign category: they are expected, and show in neither failure
+// metrics nor error logs.
 const (
 	// ErrNotExecuted: the provider says the attempt did not run; retried.
 	ErrNotExecuted = "SmsNotExecuted"
@@ -435,6 +438,11 @@ func AttemptError(res provider.Result, attempt int32, inProgressDelay time.Durat
 		}
 	default:
 		typ, opts.NextRetryDelay = ErrUnknownOutcome, res.RetryAfter
+	}
+	if !opts.NonRetryable {
+		// An outcome the retry policy retries is expected, not a failure:
+		// the SDK logs it at debug and counts no activity failure for it.
+		opts.Category = temporal.ApplicationErrorCategoryBenign
 	}
 	return temporal.NewApplicationErrorWithOptions(res.Reason, typ, opts)
 }

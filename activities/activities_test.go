@@ -203,6 +203,11 @@ func TestAttemptErrorTypes(t *testing.T) {
 		require.True(t, errors.As(err, &appErr))
 		require.Equal(t, want, appErr.Type(), outcome)
 		require.Equal(t, outcome == provider.Rejected, appErr.NonRetryable(), outcome)
+		if outcome == provider.Rejected {
+			require.NotEqual(t, temporal.ApplicationErrorCategoryBenign, appErr.Category(), "a rejection is a failure")
+		} else {
+			require.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category(), "%s is retried: benign", outcome)
+		}
 		switch outcome {
 		case provider.InProgress:
 			require.Equal(t, 5*time.Second, appErr.NextRetryDelay())
