@@ -256,7 +256,7 @@ func TestDevBannerNamesTheUI(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the test's own certificate
 	resp, err := hc.Get(a.IntakeURL + "/healthz")
 	require.NoError(t, err)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
 	decode := func(path string) *http.Response {
@@ -264,7 +264,7 @@ func TestDevBannerNamesTheUI(t *testing.T) {
 		req.Header.Set("Origin", a.Stack.UIURL())
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp
 	}
 	require.Equal(t, http.StatusUnauthorized, decode("/decode").StatusCode)
@@ -407,7 +407,7 @@ func TestMetricsCountSendsReconciliationsDecisionsAndTheAwaiting(t *testing.T) {
 	scrape := func() string {
 		resp, err := http.Get(a.MetricsURL)
 		require.NoError(t, err)
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
 		return string(b)
@@ -524,7 +524,7 @@ func TestNoSecretOrRecipientLeaks(t *testing.T) {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	answer, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(answer))
 	res, err := starter.New(a.Client).Wait(ctx, "order-4242-shipped")
 	require.NoError(t, err)
@@ -540,7 +540,7 @@ func TestNoSecretOrRecipientLeaks(t *testing.T) {
 	resp, err = http.DefaultClient.Do(get)
 	require.NoError(t, err)
 	got, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(got))
 
 	var cliOut, cliErr bytes.Buffer

@@ -165,7 +165,7 @@ func TestCodecServerNeedsItsTokenAndAnswersTheUI(t *testing.T) {
 		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
 		return resp, string(b)
 	}
@@ -191,7 +191,7 @@ func TestCodecServerNeedsItsTokenAndAnswersTheUI(t *testing.T) {
 	req.Header.Set("Origin", "http://evil.example")
 	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
 
 	// No token configured: nothing is served.
@@ -199,7 +199,7 @@ func TestCodecServerNeedsItsTokenAndAnswersTheUI(t *testing.T) {
 	defer open.Close()
 	r2, err := http.Post(open.URL+"/decode", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
-	r2.Body.Close()
+	_ = r2.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, r2.StatusCode)
 }
 

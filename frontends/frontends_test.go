@@ -55,7 +55,7 @@ func TestDialsTheFrontendThatAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.Close()
+		defer func() { _ = l.Close() }()
 		return l.Addr().String()
 	}()
 	opts := client.Options{HostPort: dead + "," + live}

@@ -109,7 +109,8 @@ func Start(name, bin string, args, env []string, logPath string) (*Proc, error) 
 // Kill sends SIGKILL and waits for the process to be gone.
 func (p *Proc) Kill() {
 	_ = p.Cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	err := <-p.done
+	p.done <- err // kept for Wait
 }
 
 // Wait waits until the process exits and returns how it ended; when ctx
@@ -129,7 +130,8 @@ func (p *Proc) Wait(ctx context.Context) error {
 func (p *Proc) Stop(grace time.Duration) {
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case err := <-p.done:
+		p.done <- err // kept for Wait
 	case <-time.After(grace):
 		p.Kill()
 	}
