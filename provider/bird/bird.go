@@ -138,14 +138,7 @@ func (c *Client) header() http.Header {
 // Send makes one attempt with req.Key as Idempotency-Key and req.Body as
 // the exact body, and classifies the answer.
 func (c *Client) Send(ctx context.Context, req provider.Request) provider.Result {
-	if req.Provider != provider.Bird {
-		return provider.Result{Outcome: provider.Rejected, Reason: fmt.Sprintf("bird: the request was planned for %q", req.Provider)}
-	}
-	ans, err := wire.SendPlanned(ctx, c.hc, c.messagesURL(), c.header(), req)
-	if err != nil {
-		return wire.TransportFailure(provider.Bird, err)
-	}
-	return Classify(ans.Status, ans.Header, ans.Body, time.Now())
+	return wire.Send(ctx, c.hc, provider.Bird, c.messagesURL(), c.header(), req, Classify)
 }
 
 // message is Bird's message resource, as far as the orchestrator reads it.

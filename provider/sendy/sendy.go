@@ -113,14 +113,7 @@ func (c *Client) header() http.Header {
 // Send makes one attempt with req.Key as Idempotency-Key and classifies
 // the answer.
 func (c *Client) Send(ctx context.Context, req provider.Request) provider.Result {
-	if req.Provider != provider.Sendy {
-		return provider.Result{Outcome: provider.Rejected, Reason: fmt.Sprintf("sendy: the request was planned for %q", req.Provider)}
-	}
-	ans, err := wire.SendPlanned(ctx, c.hc, c.url(), c.header(), req)
-	if err != nil {
-		return wire.TransportFailure(provider.Sendy, err)
-	}
-	return Classify(ans.Status, ans.Header, ans.Body, time.Now())
+	return wire.Send(ctx, c.hc, provider.Sendy, c.url(), c.header(), req, Classify)
 }
 
 // message is Sendy's message object.

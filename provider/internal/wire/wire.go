@@ -92,6 +92,22 @@ func Do(ctx context.Context, hc *http.Client, method, u string, header http.Head
 	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 }
 
+// Send makes one attempt of req at u as provider p: a request planned
+// for another provider is rejected unsent, no answer is an unknown
+// outcome (the send may have taken effect), and an answer is read by
+// the provider's classify.
+func Send(ctx context.Context, hc *http.Client, p provider.Name, u string, header http.Header, req provider.Request,
+	classify func(status int, h http.Header, body []byte, now time.Time) provider.Result) provider.Result {
+	if req.Provider != p {
+		return provider.Result{Outcome: provider.Rejected, Reason: fmt.Sprintf("%s: the request was planned for %q", p, req.Provider)}
+	}
+	ans, err := SendPlanned(ctx, hc, u, header, req)
+	if err != nil {
+		return TransportFailure(p, err)
+	}
+	return classify(ans.Status, ans.Header, ans.Body, time.Now())
+}
+
 // SendPlanned makes one send attempt: req.Body byte for byte, with req.Key
 // as the Idempotency-Key, posted to u with the provider's header.
 func SendPlanned(ctx context.Context, hc *http.Client, u string, header http.Header, req provider.Request) (Answer, error) {
