@@ -63,13 +63,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("sendy: timeout %s is negative", cfg.Timeout)
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = wire.NewHTTPClient(cfg.Timeout)
-	}
+	var hc *http.Client
+	hc, cfg.Timeout = wire.HTTPClient(cfg.HTTPClient, cfg.Timeout, DefaultTimeout)
 	return &Client{cfg: cfg, hc: hc}, nil
 }
 

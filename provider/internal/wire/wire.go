@@ -36,6 +36,18 @@ func JSON(v any) ([]byte, error) {
 // MaxBody bounds how much of an answer is read; provider answers are small.
 const MaxBody = 1 << 20
 
+// HTTPClient is the client a provider client uses: the one given, or a
+// new one whose attempts end within timeout (def when timeout is 0).
+func HTTPClient(given *http.Client, timeout, def time.Duration) (*http.Client, time.Duration) {
+	if timeout == 0 {
+		timeout = def
+	}
+	if given != nil {
+		return given, timeout
+	}
+	return NewHTTPClient(timeout), timeout
+}
+
 // NewHTTPClient returns a client whose every attempt ends within timeout.
 // Redirects are not followed: a redirected POST could send the body to a
 // place that does not honour the key.
