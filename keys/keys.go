@@ -8,6 +8,7 @@
 //	keys.Event("order", "58213", "shipped") // order-58213-shipped
 //	keys.OTP("8412", "7")                   // otp-8412-7
 //	keys.Resend("order-58213-shipped", 1)   // order-58213-shipped~resend-1
+//	keys.Via("order-58213-shipped", "sendy") // order-58213-shipped~via-sendy
 //
 // Never build a key from the clock or from a UUID made inside the send: each
 // attempt would get a new key and the provider would send each one. Never
@@ -40,6 +41,7 @@ const (
 
 	sep          = "-"
 	resendMarker = "~resend-"
+	viaMarker    = "~via-"
 	reserved     = '~'
 )
 
@@ -83,6 +85,9 @@ var (
 	// resendRE matches the suffix a resend adds: no leading zeros, so one
 	// resend number has one spelling.
 	resendRE = regexp.MustCompile(`^(.+)~resend-([1-9][0-9]{0,5})$`)
+	// viaRE matches the suffix of the key an event's SMS takes at another
+	// provider than its first: a failover, or a person's decision.
+	viaRE = regexp.MustCompile(`^(.+)~via-([a-z]{1,10})$`)
 	// phoneOnlyRE is a key that is a phone number, optionally behind a word
 	// that names a person or number: it identifies the recipient, not a message.
 	phoneOnlyRE = regexp.MustCompile(`(?i)^(?:(?:phone|tel|mobile|msisdn|sms|to|recipient|number|customer|contact|user)[-_:.]?)?\+?[0-9]{7,15}$`)
@@ -130,6 +135,7 @@ func OTP(userID, attemptID string) (Key, error) {
 // Resend derives the key of the n-th resend (n from 1) of an event: a new
 // SMS decided by a person, so the provider must treat it as a new request.
 // It is distinct from the event key and from every other resend's key.
+// event may be a Via key: the resends at the provider the event moved to.
 func Resend(event Key, n int) (Key, error) {
 	if _, _, ok := SplitResend(event); ok {
 		return "", &Error{Input: string(event), Part: "key", Kind: ErrResend,
@@ -142,8 +148,29 @@ func Resend(event Key, n int) (Key, error) {
 	return Parse(string(event) + resendMarker + strconv.Itoa(n))
 }
 
-// SplitResend returns the event key and resend number of a resend key; ok
-// is false for an event key.
+// Via derives the key of an event's SMS at provider p, another than the
+// provider it was first sent to: order-58213-shipped~via-sendy. It is
+// refused when the longest resend key at p (Via…~resend-999999) would be
+// longer than MaxLen, so every resend after the move has a valid key.
+func Via(event Key, p string) (Key, error) {
+	if Base(event) != event {
+		return "", &Error{Input: string(event), Part: "key", Kind: ErrResend,
+			Problem: "is a resend or fallback key", Fix: "derive the fallback key from the event key"}
+	}
+	k, err := Parse(string(event) + viaMarker + p)
+	if err != nil {
+		return "", err
+	}
+	if longest := string(k) + resendMarker + strconv.Itoa(MaxResends); len(longest) > MaxLen {
+		return "", &Error{Input: string(event), Part: "key", Kind: ErrTooLong,
+			Problem: fmt.Sprintf("leaves no room for the key at %s and its resends (%d bytes at most, this one would take %d)", p, MaxLen, len(longest)),
+			Fix:     "use a shorter event key for events that may move to another provider"}
+	}
+	return k, nil
+}
+
+// SplitResend returns the key and resend number of a resend key (the key
+// being an event key or a Via key); ok is false for any other key.
 func SplitResend(k Key) (event Key, n int, ok bool) {
 	m := resendRE.FindStringSubmatch(string(k))
 	if m == nil {
@@ -151,6 +178,24 @@ func SplitResend(k Key) (event Key, n int, ok bool) {
 	}
 	n, _ = strconv.Atoi(m[2]) // at most six digits
 	return Key(m[1]), n, true
+}
+
+// SplitVia returns the event key and the provider of a Via key, or of a
+// resend of one; ok is false for keys at the event's first provider.
+func SplitVia(k Key) (event Key, p string, ok bool) {
+	k, _, _ = SplitResend(k)
+	m := viaRE.FindStringSubmatch(string(k))
+	if m == nil {
+		return k, "", false
+	}
+	return Key(m[1]), m[2], true
+}
+
+// Base is the event key of any key of its SMS: the key itself, a resend
+// key, a Via key or a resend of one.
+func Base(k Key) Key {
+	base, _, _ := SplitVia(k)
+	return base
 }
 
 // Parse validates a key given as a whole string, such as one that arrives
@@ -170,13 +215,12 @@ func Parse(s string) (Key, error) {
 	}
 	base := s
 	if strings.ContainsRune(s, reserved) {
-		m := resendRE.FindStringSubmatch(s)
-		if m == nil || strings.ContainsRune(m[1], reserved) {
+		base = string(Base(Key(s)))
+		if strings.ContainsRune(base, reserved) {
 			return "", &Error{Input: s, Part: "key", Kind: ErrResend,
-				Problem: "uses '~', which is reserved for resend keys (event~resend-N)",
+				Problem: "uses '~', which is reserved for resend and fallback keys (event~resend-N, event~via-provider)",
 				Fix:     "remove the '~' from the event key, or derive resend keys with keys.Resend"}
 		}
-		base = m[1]
 	}
 	if len(base) > MaxEventLen {
 		return "", &Error{Input: s, Part: "key", Kind: ErrTooLong,
@@ -201,7 +245,12 @@ func ParseEvent(s string) (Key, error) {
 	if base, n, ok := SplitResend(k); ok {
 		return "", &Error{Input: s, Part: "key", Kind: ErrResend,
 			Problem: fmt.Sprintf("is the key of resend %d of the event %s, not an event key", n, base),
-			Fix:     fmt.Sprintf("start the event with its own key (%s); a resend is decided on that event's run", base)}
+			Fix:     fmt.Sprintf("start the event with its own key (%s); a resend is decided on that event's run", Base(base))}
+	}
+	if base, p, ok := SplitVia(k); ok {
+		return "", &Error{Input: s, Part: "key", Kind: ErrResend,
+			Problem: fmt.Sprintf("is the key of the event %s at %s, not an event key", base, p),
+			Fix:     fmt.Sprintf("start the event with its own key (%s) and a fallback provider; the run moves to it", base)}
 	}
 	return k, nil
 }
@@ -215,7 +264,7 @@ func CheckRecipient(k Key, recipientE164 string) error {
 	if len(digits) < 7 {
 		return nil
 	}
-	base, _, _ := SplitResend(k)
+	base := Base(k)
 	rest := digitRunRE.ReplaceAllStringFunc(string(base), func(run string) string {
 		trimmed := strings.TrimLeft(run, "0")
 		if len(run) >= 7 && len(trimmed) >= 6 && strings.HasSuffix(digits, trimmed) {

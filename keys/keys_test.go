@@ -197,3 +197,36 @@ func TestParseEventRefusesAResendKey(t *testing.T) {
 	_, err = Parse("order-1-shipped~resend-1")
 	require.NoError(t, err)
 }
+
+// The key at a fallback provider, and its resends: valid keys that name
+// their event and provider, refused as event keys, and refused where the
+// longest resend after the move would not fit.
+func TestViaKeys(t *testing.T) {
+	t.Parallel()
+	k, err := Via("order-58213-shipped", "sendy")
+	require.NoError(t, err)
+	require.Equal(t, Key("order-58213-shipped~via-sendy"), k)
+	r, err := Resend(k, 2)
+	require.NoError(t, err)
+	require.Equal(t, Key("order-58213-shipped~via-sendy~resend-2"), r)
+	for _, key := range []Key{k, r} {
+		_, err := Parse(string(key))
+		require.NoError(t, err)
+		base, p, ok := SplitVia(key)
+		require.True(t, ok)
+		require.Equal(t, Key("order-58213-shipped"), base)
+		require.Equal(t, "sendy", p)
+		require.Equal(t, base, Base(key))
+		_, err = ParseEvent(string(key))
+		require.ErrorIs(t, err, ErrResend)
+	}
+	_, _, ok := SplitVia("order-58213-shipped~resend-1")
+	require.False(t, ok)
+
+	_, err = Via(r, "bird")
+	require.ErrorIs(t, err, ErrResend, "a fallback key is derived from the event key")
+	_, err = Parse("order~via-sendy-shipped")
+	require.ErrorIs(t, err, ErrResend, "'~' stays reserved")
+	_, err = Via(Key(strings.Repeat("a", 235)), "sendy")
+	require.ErrorIs(t, err, ErrTooLong)
+}
