@@ -65,6 +65,10 @@ type Input struct {
 	// From is the sender name (Sendy); empty for Bird or for the default.
 	From string `json:"from,omitempty"`
 	Text string `json:"text"`
+	// Fallback is the provider the run moves to when Provider's records
+	// prove that it sent nothing (runs since version 5): under its own key,
+	// keys.Via(Key, Fallback). Empty: no failover.
+	Fallback string `json:"fallback,omitempty"`
 }
 
 // State is where a run is in the life of its event.
@@ -105,6 +109,10 @@ type Decision struct {
 	// searched for this event): a blind resend, which may make a second
 	// SMS. The timeline and the Result record it as such.
 	Force bool `json:"force,omitempty"`
+	// Provider, on a resend, sends through this provider instead of the
+	// one the run is on ("bird" or "sendy"), after the same search as any
+	// resend, under the key of the event at that provider.
+	Provider string `json:"provider,omitempty"`
 }
 
 // Decision actions.
@@ -124,6 +132,12 @@ func (d Decision) Validate() error {
 	if d.Force && d.Action != ActionResend {
 		return fmt.Errorf(`"force" applies to a resend only, not to a %s`, d.Action)
 	}
+	if d.Provider != "" && d.Action != ActionResend {
+		return fmt.Errorf(`"provider" applies to a resend only, not to a %s`, d.Action)
+	}
+	if d.Provider != "" && d.Provider != "bird" && d.Provider != "sendy" {
+		return fmt.Errorf(`provider %q is not known: use "bird" or "sendy"`, d.Provider)
+	}
 	return nil
 }
 
@@ -135,14 +149,15 @@ func ParseSignal(action string, raw json.RawMessage) (Decision, error) {
 		return d, errors.New(`the signal has no payload: send {"reason": "...", "by": "..."}`)
 	}
 	var body struct {
-		Reason string `json:"reason"`
-		By     string `json:"by"`
-		Force  bool   `json:"force"`
+		Reason   string `json:"reason"`
+		By       string `json:"by"`
+		Force    bool   `json:"force"`
+		Provider string `json:"provider"`
 	}
 	if err := json.Unmarshal(raw, &body); err != nil {
-		return d, fmt.Errorf(`the signal payload %s is not {"reason": "...", "by": "..."} (a resend may add "force": true)`, truncate(string(raw), 80))
+		return d, fmt.Errorf(`the signal payload %s is not {"reason": "...", "by": "..."} (a resend may add "force": true and "provider": "sendy")`, truncate(string(raw), 80))
 	}
-	d.Reason, d.By, d.Force = body.Reason, body.By, body.Force
+	d.Reason, d.By, d.Force, d.Provider = body.Reason, body.By, body.Force, body.Provider
 	return d, d.Validate()
 }
 
@@ -195,9 +210,12 @@ type Result struct {
 
 // Resend is one resend decision as it was carried out.
 type Resend struct {
-	Key    string `json:"key"`
-	By     string `json:"by"`
-	Reason string `json:"reason"`
+	Key string `json:"key"`
+	// Provider is where it was sent, when it moved the event to another
+	// provider than the one before it.
+	Provider string `json:"provider,omitempty"`
+	By       string `json:"by"`
+	Reason   string `json:"reason"`
 	// Basis is what made the resend safe to send: BasisReconciled,
 	// BasisDeliveryFailed, or BasisBlind for a forced one.
 	Basis string `json:"basis"`
@@ -213,6 +231,10 @@ const (
 	BasisDeliveryFailed = "delivery-failed"
 	// BasisBlind: forced, without a search that succeeded.
 	BasisBlind = "blind"
+	// BasisNoMessage: a failover, by the run itself, on proof that the
+	// provider it left holds no message of the event: every attempt was
+	// answered "not executed", or a search past the window found none.
+	BasisNoMessage = "no-message"
 	// BasisUnreconciled: sent after a search that failed, without force;
 	// only runs that started before versionNoSilentDuplicates did this.
 	BasisUnreconciled = "unreconciled"

@@ -64,6 +64,23 @@ type Attempt struct {
 	Reason     string    `json:"reason,omitempty"`
 }
 
+// Switch records an event's SMS moving to another provider: from which
+// provider to which, under which key, why, and on what evidence.
+type Switch struct {
+	EventKey string `json:"eventKey"`
+	// SendKey is the key at the new provider (keys.Via, or a resend).
+	SendKey string `json:"sendKey"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	// By is "failover" for the run's own switch on proof, or the person
+	// who decided it.
+	By string `json:"by"`
+	// Evidence says what proved that the provider left holds no message
+	// of the event, or what the person gave as the reason.
+	Evidence string    `json:"evidence"`
+	At       time.Time `json:"at"`
+}
+
 // Open reports whether the attempt never recorded its end.
 func (a Attempt) Open() bool { return a.EndedAt.IsZero() }
 
@@ -177,6 +194,11 @@ type Ledger interface {
 	// stored. The first settle wins: settling a settled event changes
 	// nothing, and the caller compares the returned outcome with its own.
 	Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (Event, error)
+	// RecordSwitch records a move of the event to another provider.
+	// Recording the same (EventKey, SendKey) again changes nothing.
+	RecordSwitch(ctx context.Context, sw Switch) error
+	// Switches lists the event's moves, oldest first.
+	Switches(ctx context.Context, eventKey string) ([]Switch, error)
 	// Close releases the store.
 	Close() error
 }

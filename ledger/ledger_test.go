@@ -43,6 +43,25 @@ func contract(t *testing.T, open func(t *testing.T) Ledger, dbClock bool) {
 		require.Equal(t, t0, c.Event.CreatedAt)
 	})
 
+	t.Run("a switch to another provider is recorded once, with its evidence", func(t *testing.T) {
+		t.Parallel()
+		l := open(t)
+		_, err := l.Claim(ctx, event)
+		require.NoError(t, err)
+		none, err := l.Switches(ctx, event.Key)
+		require.NoError(t, err)
+		require.Empty(t, none)
+		sw := Switch{EventKey: event.Key, SendKey: event.Key + "~via-sendy", From: "bird", To: "sendy", By: "failover",
+			Evidence: "every attempt was answered 503 E01033 (not executed)", At: t0.Add(3 * time.Hour)}
+		require.NoError(t, l.RecordSwitch(ctx, sw))
+		again := sw
+		again.Evidence, again.At = "another write of the same switch", t0.Add(4*time.Hour)
+		require.NoError(t, l.RecordSwitch(ctx, again), "a retried write changes nothing")
+		got, err := l.Switches(ctx, event.Key)
+		require.NoError(t, err)
+		require.Equal(t, []Switch{sw}, got)
+	})
+
 	t.Run("claim refuses a different message under the key", func(t *testing.T) {
 		t.Parallel()
 		l := open(t)

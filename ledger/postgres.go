@@ -56,6 +56,18 @@ CREATE INDEX attempts_by_event ON attempts (event_key, started_at);
 -- The window check: the first attempt under a send key.
 CREATE INDEX attempts_by_send_key ON attempts (send_key, started_at);
 `,
+	2: `
+CREATE TABLE switches (
+	event_key     text NOT NULL REFERENCES events(key),
+	send_key      text NOT NULL,
+	from_provider text NOT NULL,
+	to_provider   text NOT NULL,
+	decided_by    text NOT NULL,
+	evidence      text NOT NULL,
+	at            timestamptz NOT NULL,
+	PRIMARY KEY (event_key, send_key)
+);
+`,
 }
 
 // migrationLock is the advisory lock key the migrations run under.
@@ -311,4 +323,33 @@ func (p *Postgres) Settle(ctx context.Context, key, outcome, reason, messageID s
 		return Event{}, fmt.Errorf("ledger: settle %s: %w", key, err)
 	}
 	return p.Event(ctx, key)
+}
+
+// RecordSwitch implements Ledger.
+func (p *Postgres) RecordSwitch(ctx context.Context, sw Switch) error {
+	if _, err := p.pool.Exec(ctx, `INSERT INTO switches (event_key, send_key, from_provider, to_provider, decided_by, evidence, at)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (event_key, send_key) DO NOTHING`,
+		sw.EventKey, sw.SendKey, sw.From, sw.To, sw.By, sw.Evidence, sw.At); err != nil {
+		return fmt.Errorf("ledger: record the switch of %s to %s: %w", sw.EventKey, sw.To, err)
+	}
+	return nil
+}
+
+// Switches implements Ledger.
+func (p *Postgres) Switches(ctx context.Context, eventKey string) ([]Switch, error) {
+	rows, err := p.pool.Query(ctx, `SELECT send_key, from_provider, to_provider, decided_by, evidence, at FROM switches WHERE event_key = $1 ORDER BY at, send_key`, eventKey)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: switches of %s: %w", eventKey, err)
+	}
+	defer rows.Close()
+	var out []Switch
+	for rows.Next() {
+		sw := Switch{EventKey: eventKey}
+		if err := rows.Scan(&sw.SendKey, &sw.From, &sw.To, &sw.By, &sw.Evidence, &sw.At); err != nil {
+			return nil, fmt.Errorf("ledger: switches of %s: %w", eventKey, err)
+		}
+		sw.At = sw.At.UTC()
+		out = append(out, sw)
+	}
+	return out, rows.Err()
 }

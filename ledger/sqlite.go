@@ -57,6 +57,18 @@ CREATE TABLE ledger_identity (
 );
 CREATE INDEX attempts_by_send_key ON attempts (send_key, started_at);
 `,
+	3: `
+CREATE TABLE switches (
+	event_key  TEXT NOT NULL REFERENCES events(key),
+	send_key   TEXT NOT NULL,
+	from_provider TEXT NOT NULL,
+	to_provider   TEXT NOT NULL,
+	decided_by TEXT NOT NULL,
+	evidence   TEXT NOT NULL,
+	at         TEXT NOT NULL,
+	PRIMARY KEY (event_key, send_key)
+);
+`,
 }
 
 // timeLayout is fixed-width UTC, so text order is time order.
@@ -378,4 +390,36 @@ func (s *SQLite) Settle(ctx context.Context, key, outcome, reason, messageID str
 		return Event{}, fmt.Errorf("ledger: settle %s: %w", key, err)
 	}
 	return s.event(ctx, s.db, key)
+}
+
+// RecordSwitch implements Ledger.
+func (s *SQLite) RecordSwitch(ctx context.Context, sw Switch) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO switches (event_key, send_key, from_provider, to_provider, decided_by, evidence, at)
+VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_key, send_key) DO NOTHING`,
+		sw.EventKey, sw.SendKey, sw.From, sw.To, sw.By, sw.Evidence, fmtTime(sw.At)); err != nil {
+		return fmt.Errorf("ledger: record the switch of %s to %s: %w", sw.EventKey, sw.To, err)
+	}
+	return nil
+}
+
+// Switches implements Ledger.
+func (s *SQLite) Switches(ctx context.Context, eventKey string) ([]Switch, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT send_key, from_provider, to_provider, decided_by, evidence, at FROM switches WHERE event_key = ? ORDER BY at, send_key`, eventKey)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: switches of %s: %w", eventKey, err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []Switch
+	for rows.Next() {
+		sw := Switch{EventKey: eventKey}
+		var at string
+		if err := rows.Scan(&sw.SendKey, &sw.From, &sw.To, &sw.By, &sw.Evidence, &at); err != nil {
+			return nil, fmt.Errorf("ledger: switches of %s: %w", eventKey, err)
+		}
+		if sw.At, err = parseTime(at); err != nil {
+			return nil, fmt.Errorf("ledger: switches of %s: %w", eventKey, err)
+		}
+		out = append(out, sw)
+	}
+	return out, rows.Err()
 }

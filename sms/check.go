@@ -17,12 +17,16 @@ type Event struct {
 	To       string
 	From     string
 	Text     string
+	// Fallback is the provider the event may move to; "" for none.
+	Fallback string
 }
 
 // Checked is an event that passed Check.
 type Checked struct {
 	Provider provider.Name
 	To       Recipient
+	// Fallback is the provider the event may move to; "" for none.
+	Fallback provider.Name
 	// From is the sender name without surrounding spaces.
 	From string
 	Text Text
@@ -48,8 +52,8 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // before the first attempt: the recipient (E.164, through
 // libphonenumber) and that the key does not carry it, the text (not
 // empty, at most MaxSegments segments), the provider, and the sender
-// rule (Bird sends from the channel's own sender). now is for the key's
-// timestamp warning.
+// rule (Bird sends from the channel's own sender), all of them for the
+// fallback provider too. now is for the key's timestamp warning.
 func Check(e Event, now time.Time) (Checked, error) {
 	var c Checked
 	to, err := ParseRecipient(e.To)
@@ -70,7 +74,22 @@ func Check(e Event, now time.Time) (Checked, error) {
 	if prov == provider.Bird && e.From != "" {
 		return c, &FieldError{"from", fmt.Errorf("Bird sends from the channel's own sender; leave the sender empty (it was %q)", e.From)}
 	}
-	c = Checked{Provider: prov, To: to, From: strings.TrimSpace(e.From), Text: text}
+	var fallback provider.Name
+	if e.Fallback != "" {
+		if fallback, err = provider.ParseName(e.Fallback); err != nil {
+			return c, &FieldError{"fallback", err}
+		}
+		switch {
+		case fallback == prov:
+			return c, &FieldError{"fallback", fmt.Errorf("the fallback provider is the provider itself (%s): name the other one, or none", prov)}
+		case fallback == provider.Bird && e.From != "":
+			return c, &FieldError{"fallback", fmt.Errorf("Bird sends from the channel's own sender, so the sender %q could not be kept on a failover to Bird; leave the sender empty or choose no fallback", e.From)}
+		}
+		if _, err := keys.Via(e.Key, string(fallback)); err != nil {
+			return c, &FieldError{"key", err}
+		}
+	}
+	c = Checked{Provider: prov, Fallback: fallback, To: to, From: strings.TrimSpace(e.From), Text: text}
 	if to.Warning != "" {
 		c.Warnings = append(c.Warnings, to.Warning)
 	}

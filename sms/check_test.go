@@ -19,6 +19,19 @@ func TestCheckNamesTheField(t *testing.T) {
 	require.Equal(t, "+31612345678", c.To.E164)
 	require.Equal(t, "MyShop", c.From)
 	require.EqualValues(t, "sendy", c.Provider)
+	require.Empty(t, c.Fallback)
+
+	e := ok
+	e.Provider, e.From, e.Fallback = "bird", "", "sendy"
+	c, err = Check(e, time.Now())
+	require.NoError(t, err)
+	require.EqualValues(t, "sendy", c.Fallback)
+	e.Provider, e.From, e.Fallback = "sendy", "MyShop", "bird"
+	_, err = Check(e, time.Now())
+	require.ErrorContains(t, err, "could not be kept on a failover to Bird")
+	e.Fallback = "twilio"
+	_, err = Check(e, time.Now())
+	require.ErrorContains(t, err, "twilio")
 
 	for field, change := range map[string]func(*Event){
 		"to":       func(e *Event) { e.To = "0612" },
@@ -26,6 +39,7 @@ func TestCheckNamesTheField(t *testing.T) {
 		"text":     func(e *Event) { e.Text = " " },
 		"provider": func(e *Event) { e.Provider = "twilio" },
 		"from":     func(e *Event) { e.Provider = "bird" },
+		"fallback": func(e *Event) { e.Fallback = "sendy" },
 	} {
 		e := ok
 		change(&e)

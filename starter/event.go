@@ -31,6 +31,10 @@ type Event struct {
 	Provider string `json:"provider"`
 	// From is the sender name (Sendy); empty for Bird or the default.
 	From string `json:"from,omitempty"`
+	// Fallback is the provider the run moves to when Provider's records
+	// prove it sent nothing ("sendy" for an event on "bird"); empty for
+	// none. The recipient, text and sender are checked for it too.
+	Fallback string `json:"fallback,omitempty"`
 }
 
 // Plan is a validated event, ready to start.
@@ -70,7 +74,7 @@ func Validate(e Event, now time.Time) (Plan, error) {
 	if err != nil {
 		return p, invalid("key", err)
 	}
-	c, err := sms.Check(sms.Event{Key: key, Provider: e.Provider, To: e.To, From: e.From, Text: e.Text}, now)
+	c, err := sms.Check(sms.Event{Key: key, Provider: e.Provider, To: e.To, From: e.From, Text: e.Text, Fallback: e.Fallback}, now)
 	var fe *sms.FieldError
 	if errors.As(err, &fe) {
 		return p, invalid(fe.Field, fe.Err)
@@ -78,7 +82,7 @@ func Validate(e Event, now time.Time) (Plan, error) {
 		return p, invalid("event", err)
 	}
 	p.Key, p.Text, p.Warnings = key, c.Text, c.Warnings
-	p.Input = contract.Input{Key: string(key), Provider: string(c.Provider), To: c.To.E164, From: c.From, Text: e.Text}
+	p.Input = contract.Input{Key: string(key), Provider: string(c.Provider), To: c.To.E164, From: c.From, Text: e.Text, Fallback: string(c.Fallback)}
 	return p, nil
 }
 
