@@ -141,6 +141,8 @@ func invalid(err error) error {
 // PrepareInput is the event as the workflow received it.
 type PrepareInput struct {
 	Key, Provider, To, From, Text string
+	// Fallback is checked like Provider (runs since version 5).
+	Fallback string `json:",omitempty"`
 }
 
 // SendKey is one Idempotency-Key an event used, and when it was first tried.
@@ -192,7 +194,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	if err != nil {
 		return out, err
 	}
-	checked, err := sms.Check(sms.Event{Key: key, Provider: in.Provider, To: in.To, From: in.From, Text: in.Text}, a.now())
+	checked, err := sms.Check(sms.Event{Key: key, Provider: in.Provider, To: in.To, From: in.From, Text: in.Text, Fallback: in.Fallback}, a.now())
 	if err != nil {
 		return out, invalid(err)
 	}
@@ -264,13 +266,20 @@ func lastUncertain(attempts []ledger.Attempt, selected func(ledger.Attempt) bool
 	return last
 }
 
-// PlanInput asks for the request of a resend.
+// PlanInput asks for the request of a resend, or of the event at
+// another provider (Switch set).
 type PlanInput struct {
 	EventKey, SendKey, Provider, To, From, Text string
+	// Switch, when the request moves the event to another provider, is
+	// recorded in the ledger before the request is planned.
+	Switch *ledger.Switch `json:",omitempty"`
+	// LedgerID is the ledger that claimed the event (with Switch).
+	LedgerID string `json:",omitempty"`
 }
 
-// Plan serialises a resend's request once, under its own key.
-func (a *Activities) Plan(_ context.Context, in PlanInput) (provider.Request, error) {
+// Plan serialises a resend's request once, under its own key, and
+// records a switch of provider in the ledger.
+func (a *Activities) Plan(ctx context.Context, in PlanInput) (provider.Request, error) {
 	if _, err := keys.Parse(in.SendKey); err != nil {
 		return provider.Request{}, invalid(err)
 	}
@@ -281,6 +290,18 @@ func (a *Activities) Plan(_ context.Context, in PlanInput) (provider.Request, er
 	req, err := c.Plan(in.SendKey, in.To, in.From, in.Text)
 	if err != nil {
 		return provider.Request{}, invalid(err)
+	}
+	if in.Switch != nil {
+		if err := a.checkLedger(in.LedgerID); err != nil {
+			return provider.Request{}, err
+		}
+		sw := *in.Switch
+		if sw.At.IsZero() {
+			sw.At = a.now()
+		}
+		if err := a.Ledger.RecordSwitch(ctx, sw); err != nil {
+			return provider.Request{}, err // the ledger is down: retried
+		}
 	}
 	return req, nil
 }

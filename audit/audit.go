@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/reconcile"
@@ -30,6 +31,9 @@ type Report struct {
 	Accepted map[string][]string `json:"accepted"`
 	// Duplicates are the send keys with more than one accepted id.
 	Duplicates []string `json:"duplicates,omitempty"`
+	// Switches are the event's moves to another provider, with who
+	// decided and the evidence.
+	Switches []ledger.Switch `json:"switches,omitempty"`
 	// Searched is false when the provider's records could not be searched
 	// (Sendy without any recorded id): then nothing is proven either way.
 	Searched bool   `json:"searched"`
@@ -52,9 +56,12 @@ func (r Report) Verdict() string {
 	}
 }
 
-// Build audits an event: its ledger record and attempts, and the
-// provider's messages for every key it was sent under.
-func Build(ctx context.Context, led ledger.Ledger, c provider.Client, key string, now time.Time) (Report, error) {
+// Build audits an event: its ledger record and attempts, the switches
+// of provider it made, and each provider's messages for every key it was
+// sent under there (the event key and its resends at the first provider,
+// keys.Via keys at another). clients holds the provider clients to ask;
+// keys at a provider without one leave the report not searched.
+func Build(ctx context.Context, led ledger.Ledger, clients map[provider.Name]provider.Client, key string, now time.Time) (Report, error) {
 	e, err := led.Event(ctx, key)
 	if err != nil {
 		return Report{}, err
@@ -63,12 +70,29 @@ func Build(ctx context.Context, led ledger.Ledger, c provider.Client, key string
 	if err != nil {
 		return Report{}, err
 	}
-	keys := []string{key}
+	switches, err := led.Switches(ctx, key)
+	if err != nil {
+		return Report{}, err
+	}
+	// The keys by provider, in the order first used.
+	var order []provider.Name
+	byProvider := map[provider.Name][]string{}
+	addKey := func(k string) {
+		p := provider.Name(e.Provider)
+		if _, via, ok := keys.SplitVia(keys.Key(k)); ok {
+			p = provider.Name(via)
+		}
+		if _, ok := byProvider[p]; !ok {
+			order = append(order, p)
+		}
+		if !contains(byProvider[p], k) {
+			byProvider[p] = append(byProvider[p], k)
+		}
+	}
+	addKey(key)
 	since := e.CreatedAt
 	for _, a := range attempts {
-		if !contains(keys, a.SendKey) {
-			keys = append(keys, a.SendKey)
-		}
+		addKey(a.SendKey)
 		if a.StartedAt.Before(since) {
 			since = a.StartedAt
 		}
@@ -77,20 +101,40 @@ func Build(ctx context.Context, led ledger.Ledger, c provider.Client, key string
 	if e.MessageID != "" {
 		known = append(known, e.MessageID)
 	}
-	found, err := reconcile.Search(ctx, led, c, reconcile.Query{EventKey: key, Keys: keys, KnownIDs: known, Since: since, Now: now})
-	if err != nil {
-		return Report{}, fmt.Errorf("search %s's records: %w", c.Name(), err)
+	r := Report{Key: key, Event: e, Attempts: attempts, Switches: switches, Accepted: map[string][]string{}, Searched: true}
+	var hows []string
+	for _, p := range order {
+		c := clients[p]
+		if c == nil {
+			r.Searched = false
+			hows = append(hows, fmt.Sprintf("%s: not asked (no client for it was given) for %s", p, strings.Join(byProvider[p], ", ")))
+			continue
+		}
+		found, err := reconcile.Search(ctx, led, c, reconcile.Query{EventKey: key, Keys: byProvider[p], KnownIDs: known, Since: since, Now: now})
+		if err != nil {
+			return Report{}, fmt.Errorf("search %s's records: %w", c.Name(), err)
+		}
+		r.Messages = append(r.Messages, found.Messages...)
+		for k, ids := range reconcile.AcceptedByKey(found) {
+			if contains(byProvider[p], k) {
+				r.Accepted[k] = ids
+			}
+		}
+		r.Searched = r.Searched && found.Searched
+		hows = append(hows, fmt.Sprintf("%s: %s", p, found.How))
 	}
-	r := Report{Key: key, Event: e, Attempts: found.Attempts, Messages: found.Messages, Accepted: reconcile.AcceptedByKey(found), Searched: found.Searched, How: found.How}
-	for _, k := range keys {
-		ids := r.Accepted[k]
-		sort.SliceStable(ids, func(i, j int) bool {
-			ti, _ := r.acceptedTime(ids[i])
-			tj, _ := r.acceptedTime(ids[j])
-			return ti.Before(tj)
-		})
-		if len(ids) > 1 {
-			r.Duplicates = append(r.Duplicates, k)
+	r.How = strings.Join(hows, "; ")
+	for _, p := range order {
+		for _, k := range byProvider[p] {
+			ids := r.Accepted[k]
+			sort.SliceStable(ids, func(i, j int) bool {
+				ti, _ := r.acceptedTime(ids[i])
+				tj, _ := r.acceptedTime(ids[j])
+				return ti.Before(tj)
+			})
+			if len(ids) > 1 {
+				r.Duplicates = append(r.Duplicates, k)
+			}
 		}
 	}
 	sort.Slice(r.Messages, func(i, j int) bool { return r.Messages[i].CreatedAt.Before(r.Messages[j].CreatedAt) })
@@ -133,7 +177,14 @@ func (r Report) WriteText(w io.Writer) error {
 			orDash(a.HTTPStatus), orDashS(a.Code), orDashS(a.MessageID), yes(a.Replay))
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(&b, "\n%s's records (%s):\n", e.Provider, r.How)
+	for _, sw := range r.Switches {
+		fmt.Fprintf(&b, "\nMoved from %s to %s under %s on %s by %s: %s\n", sw.From, sw.To, sw.SendKey, sw.At.UTC().Format(stamp), sw.By, sw.Evidence)
+	}
+	if len(r.Switches) > 0 {
+		fmt.Fprintf(&b, "\nThe providers' records (%s):\n", r.How)
+	} else {
+		fmt.Fprintf(&b, "\n%s's records (%s):\n", e.Provider, r.How)
+	}
 	if len(r.Messages) == 0 {
 		b.WriteString("  none found\n")
 	}

@@ -71,7 +71,7 @@ func TestProvenDuplicateCarriesASupportRequest(t *testing.T) {
 	second := b.attempt(t, b.bird, req, 2)
 	require.Equal(t, provider.Accepted, second.Outcome)
 
-	r, err := Build(context.Background(), b.led, b.bird, req.Key, time.Now())
+	r, err := Build(context.Background(), b.led, map[provider.Name]provider.Client{provider.Bird: b.bird}, req.Key, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, []string{req.Key}, r.Duplicates)
 	ids := []string{}
@@ -97,7 +97,7 @@ func TestNoDuplicateAndUnsearchable(t *testing.T) {
 	b.claim(t, req)
 	require.Equal(t, provider.Accepted, b.attempt(t, b.bird, req, 1).Outcome)
 	require.Equal(t, provider.Replayed, b.attempt(t, b.bird, req, 2).Outcome)
-	r, err := Build(context.Background(), b.led, b.bird, req.Key, time.Now())
+	r, err := Build(context.Background(), b.led, map[provider.Name]provider.Client{provider.Bird: b.bird}, req.Key, time.Now())
 	require.NoError(t, err)
 	require.Empty(t, r.Duplicates)
 	require.Len(t, r.Accepted[req.Key], 1, "a replay is the same message")
@@ -109,7 +109,7 @@ func TestNoDuplicateAndUnsearchable(t *testing.T) {
 	b2.claim(t, sreq)
 	require.NoError(t, b2.sim.AddFault(simulator.Fault{Kind: simulator.Error5xx, Provider: "sendy"}))
 	require.Equal(t, provider.Unknown, b2.attempt(t, b2.sendy, sreq, 1).Outcome)
-	r, err = Build(context.Background(), b2.led, b2.sendy, sreq.Key, time.Now())
+	r, err = Build(context.Background(), b2.led, map[provider.Name]provider.Client{provider.Sendy: b2.sendy}, sreq.Key, time.Now())
 	require.NoError(t, err)
 	require.False(t, r.Searched)
 	require.Contains(t, r.Verdict(), "NOT PROVEN EITHER WAY")
@@ -118,6 +118,6 @@ func TestNoDuplicateAndUnsearchable(t *testing.T) {
 func TestUnknownEvent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	_, err := Build(context.Background(), b.led, b.bird, "order-1-shipped", time.Now())
+	_, err := Build(context.Background(), b.led, map[provider.Name]provider.Client{provider.Bird: b.bird}, "order-1-shipped", time.Now())
 	require.True(t, errors.Is(err, ledger.ErrNotFound))
 }

@@ -543,7 +543,7 @@ func (c *cmd) audit(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(c.errOut, "smsctl audit: asked %s; ledger %s\n", asked, led.Describe())
-	r, err := audit.Build(ctx, led, pc, key, time.Now())
+	r, err := audit.Build(ctx, led, map[provider.Name]provider.Client{pc.Name(): pc}, key, time.Now())
 	if err != nil {
 		return err
 	}

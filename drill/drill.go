@@ -33,6 +33,7 @@ import (
 	"github.com/acme/smsorch/clientopts"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/devmode"
 	"github.com/acme/smsorch/internal/pgdb"
 	"github.com/acme/smsorch/internal/procs"
 	"github.com/acme/smsorch/keys"
@@ -73,6 +74,10 @@ type Config struct {
 	// answer while every later one fails: the resend's outcome is unknown
 	// with a message behind it. Default 0.03.
 	SecondKeyShare float64
+	// FailoverShare is the share of events whose provider answers every
+	// attempt 503 (not executed) for the whole run, with the other
+	// provider as their fallback: the run must move to it, once.
+	FailoverShare float64
 	// Hang is how long hung requests wait before they take effect, and
 	// LockLifetime Bird's in-flight lock: shorter than the hang, so a
 	// retry meanwhile sends too. Defaults 4 s and 3 s.
@@ -106,6 +111,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.DownShare, 0.05)
 	orDefault(&c.LateShare, 0.03)
 	orDefault(&c.SecondKeyShare, 0.03)
+	orDefault(&c.FailoverShare, 0.04)
 	orDefault(&c.Hang, 4*time.Second)
 	orDefault(&c.LockLifetime, 3*time.Second)
 	orDefault(&c.Concurrency, 32)
@@ -145,7 +151,8 @@ type event struct {
 	e    starter.Event
 	key  string
 	down bool
-	// slice names the event's scripted faults: "down", "late", "second-key" or "".
+	// slice names the event's scripted faults: "down", "late",
+	// "second-key", "failover" or "".
 	slice string
 	mu    sync.Mutex
 	out   Outcome
@@ -282,6 +289,12 @@ func (d *drill) plan() {
 			ev.slice = "late"
 		case x < d.cfg.DownShare+d.cfg.LateShare+d.cfg.SecondKeyShare:
 			ev.slice = "second-key"
+		case x < d.cfg.DownShare+d.cfg.LateShare+d.cfg.SecondKeyShare+d.cfg.FailoverShare:
+			ev.slice = "failover"
+			ev.e.Fallback = string(provider.Sendy)
+			if e.Provider == string(provider.Sendy) {
+				ev.e.Fallback = string(provider.Bird)
+			}
 		}
 		ev.down = ev.slice == "down"
 		ev.out = Outcome{Key: ev.key, Provider: provider.Name(e.Provider), Down: ev.down, Slice: ev.slice}
@@ -304,6 +317,8 @@ func (d *drill) installFaults() error {
 			rules = append(rules,
 				simulator.Fault{Kind: simulator.Unstored, Provider: p, Key: e.key, Count: 1},
 				simulator.Fault{Kind: simulator.RateLimit, Provider: p, Key: e.key, Count: 1, Delay: simulator.Duration(2 * d.cfg.Window)})
+		case "failover":
+			rules = append(rules, simulator.Fault{Kind: simulator.Unavailable, Provider: p, Key: e.key, Rate: 1})
 		case "second-key":
 			resend := e.key + "~resend-1"
 			rules = append(rules,
@@ -338,8 +353,8 @@ func (d *drill) installFaults() error {
 		body, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("drill: install faults: %d %s", resp.StatusCode, body)
 	}
-	d.logf("installed %d fault rules (rate %.3f per kind); scripted events: %d down past the window, %d late second message, %d unknown resend",
-		len(rules), d.cfg.FaultRate, slices["down"], slices["late"], slices["second-key"])
+	d.logf("installed %d fault rules (rate %.3f per kind); scripted events: %d down past the window, %d late second message, %d unknown resend, %d down for the whole run with a fallback",
+		len(rules), d.cfg.FaultRate, slices["down"], slices["late"], slices["second-key"], slices["failover"])
 	return nil
 }
 
@@ -646,18 +661,18 @@ func (d *drill) auditAll(ctx context.Context) error {
 		return fmt.Errorf("drill: open the ledger: %w", err)
 	}
 	defer func() { _ = led.Close() }()
-	bc, err := bird.New(bird.Config{BaseURL: d.simURL, AccessKey: logging.Secret(simulator.DefaultBirdAccessKey), WorkspaceID: simulator.DevWorkspace, ChannelID: simulator.DevChannel, Timeout: 10 * time.Second})
+	bc, err := bird.New(devmode.BirdConfig(d.simURL, "", 10*time.Second))
 	if err != nil {
 		return err
 	}
-	sc, err := sendy.New(sendy.Config{BaseURL: d.simURL, Token: logging.Secret(simulator.DefaultSendyToken), Timeout: 10 * time.Second})
+	sc, err := sendy.New(devmode.SendyConfig(d.simURL, "", "", 10*time.Second))
 	if err != nil {
 		return err
 	}
 	// The simulator's faults apply to sends only, and the audit only reads.
 	clients := map[provider.Name]provider.Client{provider.Bird: bc, provider.Sendy: sc}
 	for _, e := range d.events {
-		r, err := audit.Build(ctx, led, clients[e.out.Provider], e.key, time.Now())
+		r, err := audit.Build(ctx, led, clients, e.key, time.Now())
 		if err != nil {
 			e.out.Audit = "audit failed: " + err.Error()
 			continue

@@ -100,6 +100,8 @@ type Summary struct {
 	// BlindDuplicates are duplicates that a blind resend made.
 	BlindDuplicates int `json:"blindResendDuplicates"`
 	Resends         int `json:"resends"`
+	// Failovers are the runs' own moves to their fallback provider.
+	Failovers int `json:"failovers"`
 
 	// The violations: each must be zero.
 	SilentDuplicates    []string `json:"silentDuplicates"`
@@ -140,7 +142,10 @@ func Summarize(seed uint64, kills int, outs []Outcome) Summary {
 		s.BlindResends += len(o.Result.BlindResends)
 		s.Resends += len(o.Result.Resends)
 		for _, r := range o.Result.Resends {
-			if r.Basis != contract.BasisReconciled && r.Basis != contract.BasisDeliveryFailed && r.Basis != contract.BasisBlind {
+			if r.Basis == contract.BasisNoMessage {
+				s.Failovers++
+			}
+			if r.Basis != contract.BasisReconciled && r.Basis != contract.BasisDeliveryFailed && r.Basis != contract.BasisBlind && r.Basis != contract.BasisNoMessage {
 				s.UnreconciledResends = append(s.UnreconciledResends, r.Key)
 			}
 		}
@@ -219,6 +224,7 @@ func (s Summary) Print(w io.Writer) {
 	row("duplicates reported by the run or the audit / by the run", fmt.Sprintf("%d / %d", s.DuplicatesReported, s.DuplicatesReportedByRun))
 	row("runs reporting a possible duplicate", s.PossibleReported)
 	row("resends / blind (forced) / duplicates they caused", fmt.Sprintf("%d / %d / %d", s.Resends, s.BlindResends, s.BlindDuplicates))
+	row("failovers to the fallback provider (on proof)", s.Failovers)
 	row("SILENT DUPLICATES", len(s.SilentDuplicates))
 	row("LOST EVENTS", len(s.LostEvents))
 	row("MESSAGES THE RUN DOES NOT KNOW (bird)", len(s.UnknownMessages))

@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/converter"
@@ -20,10 +21,11 @@ import (
 func (r *run) setup(ctx workflow.Context) {
 	r.ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion)
+	r.prov = r.in.Provider
 	r.log = workflow.GetLogger(ctx)
 	r.st = contract.Status{
 		Result:     contract.Result{Key: r.in.Key, State: contract.Sending, MessageIDs: []string{}, KeysUsed: []string{}},
-		Provider:   r.in.Provider,
+		Provider:   r.prov,
 		To:         sms.MaskPhone(r.in.To),
 		CurrentKey: r.in.Key,
 		Timeline:   []contract.Entry{},
@@ -92,8 +94,14 @@ func (r *run) check(d contract.Decision) error {
 	if r.pending != nil {
 		return fmt.Errorf("refused: a %s decided by %s is already being applied", r.pending.Action, r.pending.By)
 	}
+	if d.Provider != "" && r.v < versionFailover {
+		return fmt.Errorf("refused: this run started before a resend could name a provider; resend without \"provider\" (it stays on %s)", r.prov)
+	}
+	if d.Provider != "" && sameProvider(d.Provider, string(provider.Bird)) && strings.TrimSpace(r.in.From) != "" {
+		return fmt.Errorf("refused: Bird sends from the channel's own sender, and this event's sender is %q; resend at %s, or cancel", r.in.From, r.prov)
+	}
 	if r.fixed() && d.Action == contract.ActionResend && !d.Force && r.unsearchable {
-		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.in.Provider)
+		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.prov)
 	}
 	return nil
 }
@@ -194,7 +202,7 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 			}
 			r.rechecked = true
 		}
-		out, err := r.lookup(r.st.KeysUsed)
+		out, err := r.lookup(r.provKeys())
 		switch {
 		case err == nil:
 			r.note("reconciled before the resend: %s", out.How)
@@ -205,18 +213,18 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 			}
 			if r.fixed() && !out.Searched {
 				if !d.Force {
-					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.in.Provider)
+					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.prov)
 					r.note("%s", r.st.Reason)
 					return contract.AwaitingDecision, false
 				}
-				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.in.Provider)
+				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.prov)
 			}
 		case !r.fixed():
 			basis = contract.BasisUnreconciled
 			r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
 		case d.Force:
 			r.reconcileFailed = true
-			blind = "the search of " + r.in.Provider + "'s records failed (" + errorMessage(err) + ")"
+			blind = "the search of " + r.prov + "'s records failed (" + errorMessage(err) + ")"
 		default:
 			r.reconcileFailed = true
 			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
@@ -227,25 +235,49 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 	} else if r.fixed() {
 		r.setState(contract.Sending)
 	}
-	key, err := keys.Resend(keys.Key(r.in.Key), r.resends+1)
+	target, moved := r.prov, ""
+	if r.v >= versionFailover && d.Provider != "" && !sameProvider(d.Provider, r.prov) {
+		target = d.Provider
+	}
+	var key keys.Key
+	var err error
+	if r.v >= versionFailover {
+		key, err = r.nextKey(target)
+	} else {
+		key, err = keys.Resend(keys.Key(r.in.Key), r.resends+1)
+	}
 	if err != nil {
 		r.st.Reason = "cannot derive the resend key: " + err.Error()
 		return contract.Failed, false
 	}
-	var req provider.Request
-	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
-		EventKey: r.in.Key, SendKey: string(key), Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
-	}, &req); err != nil {
-		r.st.Reason = "cannot plan the resend: " + errorMessage(err)
-		return contract.Failed, false
+	if target != r.prov {
+		// The decision moves the event to another provider: planned there,
+		// with the switch and its reason recorded in the ledger.
+		if err := r.moveTo(target, key, d.By, d.Reason, failoverDecided); err != nil {
+			r.st.Reason = fmt.Sprintf("the resend at %s decided by %s cannot be carried out: %s; decide again", target, d.By, err)
+			r.note("%s", r.st.Reason)
+			return contract.AwaitingDecision, false
+		}
+		moved = target
+	} else {
+		var req provider.Request
+		if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
+			EventKey: r.in.Key, SendKey: string(key), Provider: r.prov, To: r.req.To, From: r.req.From, Text: r.req.Text,
+		}, &req); err != nil {
+			r.st.Reason = "cannot plan the resend: " + errorMessage(err)
+			return contract.Failed, false
+		}
+		r.req = req
 	}
 	r.resends++
-	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
-	// What the last search said belongs to the decision just taken; the
-	// new key's own outcome decides the next one.
-	r.unsearchable, r.reconcileFailed = false, false
-	r.st.CurrentKey = string(key)
-	r.st.KeysUsed = append(r.st.KeysUsed, string(key))
+	if moved == "" {
+		r.sendStart, r.lastSend, r.primary, r.deliveryFailed = time.Time{}, "", "", false
+		// What the last search said belongs to the decision just taken; the
+		// new key's own outcome decides the next one.
+		r.unsearchable, r.reconcileFailed = false, false
+		r.st.CurrentKey = string(key)
+		r.st.KeysUsed = append(r.st.KeysUsed, string(key))
+	}
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
 	r.st.DeliveryStatus = ""
 	if blind != "" {
@@ -253,6 +285,6 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 		r.st.BlindResends = append(r.st.BlindResends, string(key))
 		r.possibleDuplicate(fmt.Sprintf("blind resend under %s forced by %s (%s): %s", key, d.By, d.Reason, blind))
 	}
-	r.st.Resends = append(r.st.Resends, contract.Resend{Key: string(key), By: d.By, Reason: d.Reason, Basis: basis})
+	r.st.Resends = append(r.st.Resends, contract.Resend{Key: string(key), Provider: moved, By: d.By, Reason: d.Reason, Basis: basis})
 	return contract.Sending, false
 }

@@ -35,7 +35,8 @@ func TestDetailsEscapeFreeText(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 	r := &run{
-		in: contract.Input{Key: "order-58213-shipped", Provider: "bird", To: "+31612345678", Text: "Your order shipped"},
+		in:   contract.Input{Key: "order-58213-shipped", Provider: "bird", To: "+31612345678", Text: "Your order shipped"},
+		prov: "bird",
 		st: contract.Status{
 			Result: contract.Result{
 				Key: "order-58213-shipped", State: contract.AwaitingDecision,

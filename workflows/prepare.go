@@ -20,7 +20,7 @@ import (
 func (r *run) prepare() (ended bool) {
 	var out activities.PrepareOutput
 	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, activities.PrepareInput{
-		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text,
+		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text, Fallback: r.in.Fallback,
 	}, &out)
 	if err != nil {
 		r.st.State, r.st.Reason = contract.Failed, "the event cannot be sent as given: "+errorMessage(err)
@@ -86,15 +86,22 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	if last.Key == r.in.Key {
 		return false
 	}
+	// The key names its provider (keys.Via); an earlier run may have
+	// moved the event to another.
+	p, from := r.providerOf(last.Key), r.req.From
+	if !sameProvider(p, r.in.Provider) {
+		from = strings.TrimSpace(r.in.From)
+	}
 	var req provider.Request
 	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
-		EventKey: r.in.Key, SendKey: last.Key, Provider: r.in.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
+		EventKey: r.in.Key, SendKey: last.Key, Provider: p, To: r.req.To, From: from, Text: r.req.Text,
 	}, &req); err != nil {
 		r.st.State, r.st.Reason = contract.Failed, "cannot plan the request of "+last.Key+" again: "+errorMessage(err)
 		r.note("%s", r.st.Reason)
 		return true
 	}
 	r.req, r.sendStart = req, last.FirstAttemptAt
+	r.prov, r.st.Provider = p, p
 	r.st.CurrentKey = last.Key
 	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
 	return false

@@ -19,7 +19,7 @@ const reconcilePriority = 1
 
 // reconcile compares our records with the provider's for every key used.
 func (r *run) reconcile() (contract.State, bool) {
-	out, err := r.lookup(r.st.KeysUsed)
+	out, err := r.lookup(r.provKeys())
 	if err != nil {
 		r.reconcileFailed = true
 		r.st.Reason = "the outcome is unknown: the provider's records could not be searched (" + errorMessage(err) + ")"
@@ -35,6 +35,9 @@ func (r *run) reconcile() (contract.State, bool) {
 		return contract.Accepted, false
 	}
 	r.explainNotFound(out)
+	if r.v >= versionFailover && r.in.Fallback != "" && sameProvider(r.prov, r.in.Provider) {
+		return r.failover(out), false
+	}
 	return contract.AwaitingDecision, false
 }
 
@@ -48,7 +51,7 @@ func (r *run) searched(out activities.ReconcileOutput) {
 	for _, u := range out.Unsearchable {
 		if u.Uncertain > 1 && !r.st.PossibleDuplicate {
 			r.possibleDuplicate(fmt.Sprintf("%d attempts of %s ended without a certain answer at %s, which cannot be searched by key: each may have sent a message",
-				u.Uncertain, u.Key, r.in.Provider))
+				u.Uncertain, u.Key, r.prov))
 		}
 	}
 }
@@ -59,9 +62,9 @@ func (r *run) explainNotFound(out activities.ReconcileOutput) {
 	case len(out.Messages) > 0:
 		r.st.Reason = fmt.Sprintf("the message failed (%s): a resend is a new message under a new key", r.st.DeliveryStatus)
 	case out.Searched:
-		r.st.Reason = fmt.Sprintf("not found: no message under %s in our ledger or in %s's records", strings.Join(r.st.KeysUsed, ", "), r.in.Provider)
+		r.st.Reason = fmt.Sprintf("not found: no message under %s in our ledger or in %s's records", strings.Join(r.provKeys(), ", "), r.prov)
 	default:
-		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s cannot be searched without a message id", r.in.Provider)
+		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s cannot be searched without a message id", r.prov)
 	}
 	if r.lastSend != "" {
 		r.st.Reason += "; last answer: " + r.lastSend
@@ -110,7 +113,7 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 	out, err := r.lookup(keys)
 	if err != nil {
-		r.note("could not search %s's records for a second message: %s", r.in.Provider, errorMessage(err))
+		r.note("could not search %s's records for a second message: %s", r.prov, errorMessage(err))
 		return false, false
 	}
 	alive = r.adopt(out)
@@ -122,8 +125,8 @@ func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 func (r *run) recheck(why string) (alive bool) {
 	r.rechecked = true
 	r.note("%s: an attempt without a certain answer could take effect until %s; looking for a second message under %s",
-		why, r.recheckAt.UTC().Format(time.RFC3339), strings.Join(r.st.KeysUsed, ", "))
-	_, alive = r.lookForDuplicates(r.st.KeysUsed)
+		why, r.recheckAt.UTC().Format(time.RFC3339), strings.Join(r.provKeys(), ", "))
+	_, alive = r.lookForDuplicates(r.provKeys())
 	return alive
 }
 
@@ -147,7 +150,7 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 	ctx := workflow.WithActivityOptions(r.ctx, opts)
 	var out activities.ReconcileOutput
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
-		EventKey: r.in.Key, Provider: r.in.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
+		EventKey: r.in.Key, Provider: r.prov, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
 	}).Get(ctx, &out)
 	return out, err
 }
@@ -156,9 +159,9 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 // awaits a decision because its last search failed. It reports whether a
 // live message of the event was found.
 func (r *run) retryReconcile() (found bool) {
-	out, err := r.lookup(r.st.KeysUsed)
+	out, err := r.lookup(r.provKeys())
 	if err != nil {
-		r.note("the search of %s's records failed again (%s); trying again in %s", r.in.Provider, errorMessage(err), r.policy.ReconcileRetry)
+		r.note("the search of %s's records failed again (%s); trying again in %s", r.prov, errorMessage(err), r.policy.ReconcileRetry)
 		return false
 	}
 	r.note("reconciled on retry: %s", out.How)

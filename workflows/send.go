@@ -58,6 +58,9 @@ type run struct {
 	primary string
 	pending *contract.Decision
 	resends int
+	// prov is the provider the run sends through: Input.Provider, until a
+	// failover or a decision moves the event to another (versionFailover).
+	prov string
 
 	// v is the version of SendSMS this run follows (versions.go).
 	v workflow.Version
@@ -92,7 +95,7 @@ func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.Activ
 		// sendy): the workers poll the queues of the canonical names.
 		name := string(r.req.Provider)
 		if name == "" {
-			name = strings.ToLower(strings.TrimSpace(r.in.Provider))
+			name = strings.ToLower(strings.TrimSpace(r.prov))
 		}
 		o.TaskQueue = contract.ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, name, purpose)
 	}

@@ -37,6 +37,13 @@ const (
 	// upserted only when its value changes. 28 history events for a delivered
 	// run instead of 40 (integration/send_test.go measures it).
 	versionLeanHistory workflow.Version = 4
+	// versionFailover: a run with a fallback provider moves to it, under
+	// the key keys.Via(event, fallback), when the first provider's records
+	// prove that it holds no message of the event: every attempt was
+	// answered without executing, or a search by key past the window and
+	// the late-effect horizon found none. A resend may name a provider.
+	// Searches cover the keys of the provider in use.
+	versionFailover workflow.Version = 5
 	// latestVersion is what new runs follow.
-	latestVersion = versionLeanHistory
+	latestVersion = versionFailover
 )

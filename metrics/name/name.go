@@ -22,6 +22,11 @@ const (
 	// Duplicates counts runs that ended reporting a second message, by
 	// kind (proven, possible).
 	Duplicates = "smsorch_duplicates_reported"
+	// Failovers counts moves of an event to another provider, by from,
+	// to and reason (not_executed: every attempt was answered "not
+	// executed"; searched_none: a search past the window found no
+	// message; decided: a person's resend named the provider).
+	Failovers = "smsorch_failovers"
 	// Settled counts runs that ended, by provider and state.
 	Settled = "smsorch_runs_settled"
 	// Awaiting is the number of runs awaiting a decision, fleet-wide,

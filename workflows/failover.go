@@ -1,0 +1,156 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/keys"
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/metrics/name"
+	"github.com/acme/smsorch/provider"
+)
+
+// Failover reasons, as metrics and the timeline name them.
+const (
+	failoverNotExecuted  = "not_executed"
+	failoverSearchedNone = "searched_none"
+	failoverDecided      = "decided"
+)
+
+// providerOf is the provider a key of the event was sent through: the
+// one a Via key names, else the event's first provider.
+func (r *run) providerOf(k string) string {
+	if _, p, ok := keys.SplitVia(keys.Key(k)); ok {
+		return p
+	}
+	return r.in.Provider
+}
+
+// provKeys are the keys used at the provider in use, in order: what its
+// records are searched for. Before versionFailover, every key.
+func (r *run) provKeys() []string {
+	var out []string
+	for _, k := range r.st.KeysUsed {
+		if r.providerOf(k) == r.prov {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// sameProvider compares provider names as Prepare makes them canonical.
+func sameProvider(a, b string) bool {
+	return strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
+}
+
+// nextKey is the key of the next message at provider p: the event key
+// there (the event key, or keys.Via at another provider) when it is
+// unused, else its first unused resend key.
+func (r *run) nextKey(p string) (keys.Key, error) {
+	base := keys.Key(r.in.Key)
+	if !sameProvider(p, r.in.Provider) {
+		var err error
+		if base, err = keys.Via(base, p); err != nil {
+			return "", err
+		}
+	}
+	if !slices.Contains(r.st.KeysUsed, string(base)) {
+		return base, nil
+	}
+	for n := 1; ; n++ {
+		k, err := keys.Resend(base, n)
+		if err != nil || !slices.Contains(r.st.KeysUsed, string(k)) {
+			return k, err
+		}
+	}
+}
+
+// failover moves the run to its fallback provider when the search that
+// just ended (out, which found no live message) and the ledger prove
+// that the provider in use holds no message of the event, and returns
+// the next state: Sending at the fallback, Accepted when a message
+// turned up after all. Without proof it says why in the timeline and the
+// run awaits a decision, as without a fallback.
+func (r *run) failover(out activities.ReconcileOutput) contract.State {
+	to := r.in.Fallback
+	no := func(why string) contract.State {
+		r.note("no failover to %s: %s; a person decides (a resend may name %s)", to, why, to)
+		return contract.AwaitingDecision
+	}
+	if len(out.Messages) > 0 {
+		return no(fmt.Sprintf("%s holds a message of the event (%s)", r.prov, r.st.DeliveryStatus))
+	}
+	keysHere := strings.Join(r.provKeys(), ", ")
+	var reason, evidence string
+	switch {
+	case out.LastUncertainAt.IsZero() && r.recheckAt.IsZero() && len(r.st.MessageIDs) == 0:
+		reason = failoverNotExecuted
+		evidence = fmt.Sprintf("every attempt under %s was answered without being executed (last answer: %s)", keysHere, orNone(r.lastSend))
+	case out.ByKey:
+		if r.recheckPending() {
+			// An attempt without a certain answer could still take effect:
+			// the search that proves nothing was sent comes after it cannot.
+			if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+				r.note("before a failover: an attempt without a certain answer could take effect until %s; searching %s's records again then", r.recheckAt.UTC().Format(time.RFC3339), r.prov)
+				_ = workflow.Sleep(r.ctx, wait)
+			}
+			r.rechecked = true
+			again, err := r.lookup(r.provKeys())
+			if err != nil {
+				return no(fmt.Sprintf("the search of %s's records after the late-effect horizon failed (%s)", r.prov, errorMessage(err)))
+			}
+			r.searched(again)
+			if r.adopt(again) {
+				r.note("a message of the event turned up at %s: following it, no failover", r.prov)
+				return contract.Accepted
+			}
+			if len(again.Messages) > 0 {
+				return no(fmt.Sprintf("%s holds a message of the event (%s)", r.prov, r.st.DeliveryStatus))
+			}
+		}
+		reason = failoverSearchedNone
+		evidence = fmt.Sprintf("a search of %s's records by key, after the replay window and after every attempt could take effect, found no message under %s", r.prov, keysHere)
+	default:
+		return no(fmt.Sprintf("an attempt at %s ended without a certain answer and %s cannot be searched by key, so whether it sent is unknown", r.prov, r.prov))
+	}
+	key, err := r.nextKey(to)
+	if err != nil {
+		return no("the key at " + to + " cannot be derived: " + err.Error())
+	}
+	if err := r.moveTo(to, key, "failover", evidence, reason); err != nil {
+		return no(err.Error())
+	}
+	r.st.Resends = append(r.st.Resends, contract.Resend{Key: string(key), Provider: to, By: "failover", Reason: evidence, Basis: contract.BasisNoMessage})
+	return contract.Sending
+}
+
+// moveTo plans the event's request at provider p under key, records the
+// switch and its evidence in the ledger, and makes p the provider in use.
+func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error {
+	from := r.prov
+	var req provider.Request
+	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
+		EventKey: r.in.Key, SendKey: string(key), Provider: p, To: r.req.To, From: strings.TrimSpace(r.in.From), Text: r.req.Text,
+		Switch:   &ledger.Switch{EventKey: r.in.Key, SendKey: string(key), From: from, To: p, By: by, Evidence: evidence, At: workflow.Now(r.ctx)},
+		LedgerID: r.ledgerID,
+	}, &req); err != nil {
+		return fmt.Errorf("the request at %s cannot be planned: %s", p, errorMessage(err))
+	}
+	r.note("moving from %s to %s under %s (%s): %s", from, p, key, by, evidence)
+	workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"from": from, "to": p, "reason": reason}).Counter(name.Failovers).Inc(1)
+	r.prov, r.st.Provider = p, p
+	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
+	r.unsearchable, r.reconcileFailed = false, false
+	r.recheckAt, r.rechecked = time.Time{}, false
+	r.st.CurrentKey = string(key)
+	r.st.KeysUsed = append(r.st.KeysUsed, string(key))
+	r.st.DeliveryStatus = ""
+	r.upsertSearch()
+	return nil
+}
