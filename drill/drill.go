@@ -75,8 +75,9 @@ type Config struct {
 	// with a message behind it. Default 0.03.
 	SecondKeyShare float64
 	// FailoverShare is the share of events whose provider answers every
-	// attempt 503 (not executed) for the whole run, with the other
-	// provider as their fallback: the run must move to it, once.
+	// attempt "not executed" (Bird 503 E01033, Sendy 429) for the whole
+	// run, with the other provider as their fallback: the run moves to
+	// it, once. Default 0.04.
 	FailoverShare float64
 	// Hang is how long hung requests wait before they take effect, and
 	// LockLifetime Bird's in-flight lock: shorter than the hang, so a
@@ -318,7 +319,13 @@ func (d *drill) installFaults() error {
 				simulator.Fault{Kind: simulator.Unstored, Provider: p, Key: e.key, Count: 1},
 				simulator.Fault{Kind: simulator.RateLimit, Provider: p, Key: e.key, Count: 1, Delay: simulator.Duration(2 * d.cfg.Window)})
 		case "failover":
-			rules = append(rules, simulator.Fault{Kind: simulator.Unavailable, Provider: p, Key: e.key, Rate: 1})
+			// Answers that say the request was not executed: Bird's 503
+			// E01033; for Sendy, whose 503 leaves the outcome unknown, 429.
+			down := simulator.Fault{Kind: simulator.Unavailable, Provider: p, Key: e.key, Rate: 1}
+			if p == string(provider.Sendy) {
+				down = simulator.Fault{Kind: simulator.RateLimit, Provider: p, Key: e.key, Rate: 1, Delay: simulator.Duration(time.Second)}
+			}
+			rules = append(rules, down)
 		case "second-key":
 			resend := e.key + "~resend-1"
 			rules = append(rules,

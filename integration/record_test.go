@@ -117,6 +117,28 @@ func TestRecordHistories(t *testing.T) {
 			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, map[string]string{"reason": "customer ordered again", "by": "erin"}))
 			return ended(t, in.Key)
 		}},
+		// versionFailover: a move to the fallback provider on proof, no move
+		// without it, and a resend decided at another provider.
+		{"v5-bird-unavailable-failover-to-sendy.json", func(t *testing.T) string {
+			in := withFallback(provider.Bird, newKey("shipped"))
+			fault(t, simulator.Fault{Kind: simulator.Unavailable, Provider: "bird", Key: in.Key, Rate: 1})
+			return finished(t, in)
+		}},
+		{"v5-sendy-uncertain-no-failover-cancel.json", func(t *testing.T) string {
+			in := withFallback(provider.Sendy, newKey("shipped"))
+			fault(t, simulator.Fault{Kind: simulator.Hang, Provider: "sendy", Key: in.Key, Count: 1, Delay: simulator.Duration(2 * time.Second)})
+			fault(t, simulator.Fault{Kind: simulator.Unavailable, Provider: "sendy", Key: in.Key, Rate: 1})
+			_, err := start(ctx, in)
+			require.NoError(t, err)
+			awaitState(t, in.Key, contract.AwaitingDecision, 45*time.Second)
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, map[string]string{"reason": "sent by hand", "by": "frank"}))
+			return ended(t, in.Key)
+		}},
+		{"v5-decided-resend-at-sendy.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Bird)
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, map[string]string{"reason": "Bird is down", "by": "gina", "provider": "sendy"}))
+			return ended(t, in.Key)
+		}},
 		{"v1-temporal-cancellation.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
 			require.NoError(t, stack.Client.CancelWorkflow(ctx, in.Key, ""))

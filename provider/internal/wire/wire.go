@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/acme/smsorch/provider"
@@ -148,9 +149,14 @@ func GetJSON(ctx context.Context, hc *http.Client, p provider.Name, what, u stri
 }
 
 // TransportFailure classifies a send whose answer did not arrive: the
-// provider may or may not have acted, so the outcome is Unknown. The reason
-// names the failure without the URL (it holds workspace and channel ids).
+// provider may or may not have acted, so the outcome is Unknown, except
+// for a connection the provider refused: no request was sent, so the
+// outcome is NotExecuted. The reason names the failure without the URL
+// (it holds workspace and channel ids).
 func TransportFailure(p provider.Name, err error) provider.Result {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return provider.Result{Outcome: provider.NotExecuted, Reason: fmt.Sprintf("%s: the connection was refused; no request was sent", p)}
+	}
 	return provider.Result{Outcome: provider.Unknown, Reason: fmt.Sprintf("%s: no answer (%s); the send may have taken effect", p, describe(err))}
 }
 

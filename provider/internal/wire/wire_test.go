@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -42,6 +43,20 @@ func TestTransportFailureIsUnknown(t *testing.T) {
 		require.Contains(t, r.Reason, want)
 		require.Contains(t, r.Reason, "may have taken effect")
 	}
+}
+
+// A refused connection sent no request: certainly not executed.
+func TestRefusedConnectionIsNotExecuted(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	_, err = NewHTTPClient(time.Second).Get("http://" + addr + "/")
+	require.Error(t, err)
+	r := TransportFailure(provider.Sendy, err)
+	require.Equal(t, provider.NotExecuted, r.Outcome, err.Error())
+	require.Contains(t, r.Reason, "refused")
 }
 
 func TestJoinURLEscapesSegments(t *testing.T) {
