@@ -1,0 +1,106 @@
+package workflows
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/provider"
+)
+
+// planned records the Plan calls and answers them at the asked provider.
+func (h *harness) planned() *[]activities.PlanInput {
+	var mu sync.Mutex
+	var calls []activities.PlanInput
+	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, in)
+		req := h.request(in.SendKey)
+		req.Provider = provider.Name(in.Provider)
+		return req, nil
+	}).Maybe()
+	return &calls
+}
+
+// Bird: attempt 1 ends without an answer, every later one is answered
+// 503 E01033 until the window closes. The search at the window finds
+// nothing, but attempt 1 could still have taken effect: the run searches
+// again after the late-effect horizon, finds nothing, and only then moves
+// to Sendy, recording the switch.
+func TestFailoverAfterAnUncertainAttemptWaitsForTheSearchThatProvesIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	via := key + "~via-sendy"
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		switch {
+		case in.Request.Key == via:
+			return accepted("s-1", attempt, provider.Accepted), nil
+		case attempt == 1:
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		}
+		return activities.SendOutput{}, failAttempt(provider.NotExecuted, attempt)
+	})
+	calls := h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{Searched: true, ByKey: true, LastUncertainAt: h.start}, nil
+	})
+	plans := h.planned()
+	h.statuses(provider.StatusDelivered)
+	in := input
+	in.Fallback = "sendy"
+	h.env.ExecuteWorkflow(contract.WorkflowName, in)
+	require.True(t, h.env.IsWorkflowCompleted())
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Equal(t, []string{key, via}, res.KeysUsed)
+	require.Equal(t, []string{"s-1"}, res.MessageIDs)
+	require.Len(t, res.Resends, 1)
+	require.Equal(t, contract.BasisNoMessage, res.Resends[0].Basis)
+	require.Contains(t, res.Resends[0].Reason, "after every attempt could take effect, found no message")
+	require.GreaterOrEqual(t, len(calls.calls), 2, "the search at the window, and the one after the horizon")
+	for _, c := range calls.calls[:2] {
+		require.Equal(t, "bird", c.Provider)
+		require.Equal(t, []string{key}, c.Keys)
+	}
+	require.Len(t, *plans, 1)
+	p := (*plans)[0]
+	require.Equal(t, "sendy", p.Provider)
+	require.Equal(t, via, p.SendKey)
+	require.NotNil(t, p.Switch)
+	require.Equal(t, "bird", p.Switch.From)
+	require.Equal(t, "failover", p.Switch.By)
+	require.Equal(t, "sendy", h.query().Provider)
+}
+
+// Sendy cannot be searched by key: an uncertain attempt there never moves
+// the run by itself, fallback or not.
+func TestNoFailoverFromAnUnsearchableUncertainOutcome(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+	})
+	h.reconcileWith(func(_ time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{Searched: false, LastUncertainAt: h.start}, nil
+	})
+	plans := h.planned()
+	in := input
+	in.Fallback = "sendy"
+	h.env.ExecuteWorkflow(contract.WorkflowName, in)
+	require.True(t, h.env.IsWorkflowCompleted())
+	res, err := h.result()
+	require.Error(t, err)
+	require.Equal(t, contract.Failed, res.State, "no decision came")
+	require.Empty(t, *plans, "nothing was planned at the fallback")
+	require.Equal(t, []string{key}, res.KeysUsed)
+	require.True(t, timelineHas(h.query(), "no failover to sendy: an attempt at bird ended without a certain answer"))
+}
