@@ -192,6 +192,9 @@ func Details(p Plan) string {
 	if p.Input.From != "" {
 		fmt.Fprintf(&b, "- sender: %s\n", p.Input.From)
 	}
+	if p.Input.Fallback != "" {
+		fmt.Fprintf(&b, "- fallback: %s, only where %s's records prove it sent nothing\n", p.Input.Fallback, p.Input.Provider)
+	}
 	for _, w := range p.Warnings {
 		fmt.Fprintf(&b, "- warning: %s\n", sms.MaskPhones(w))
 	}
