@@ -250,7 +250,7 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 		r.st.Reason = "cannot derive the resend key: " + err.Error()
 		return contract.Failed, false
 	}
-	if target != r.prov {
+	if !sameProvider(target, r.prov) {
 		// The decision moves the event to another provider: planned there,
 		// with the switch and its reason recorded in the ledger.
 		if err := r.moveTo(target, key, d.By, d.Reason, failoverDecided); err != nil {

@@ -37,7 +37,7 @@ func (r *run) providerOf(k string) string {
 func (r *run) provKeys() []string {
 	var out []string
 	for _, k := range r.st.KeysUsed {
-		if r.providerOf(k) == r.prov {
+		if sameProvider(r.providerOf(k), r.prov) {
 			out = append(out, k)
 		}
 	}

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acme/smsorch/audit"
+	"github.com/acme/smsorch/devmode"
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/provider/bird"
+	"github.com/acme/smsorch/provider/sendy"
+)
+
+// devSimulator is where `worker --dev` runs the provider simulator.
+const devSimulator = "http://127.0.0.1:8299"
+
+func (c *cmd) auditCommand() *cobra.Command {
+	var ledgerPath, simURL string
+	var bc bird.Config
+	var sc sendy.Config
+	cmd := &cobra.Command{
+		Use:   "audit KEY [--ledger PATH] [--simulator URL | --bird-url URL --bird-workspace ID --bird-channel ID | --sendy-url URL]",
+		Short: "Our ledger beside the providers' records: proves or rules out a duplicate send",
+		Long: `Put the event's attempts in our ledger beside the records of every provider
+it was sent through (an event that moved to a fallback has keys at both),
+and say what they prove. A proven duplicate comes with what a support
+request needs. Outside dev mode give each provider's API (credentials in
+BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
+		Example: `  smsctl audit order-58213-shipped
+  SMSORCH_LEDGER=postgres://smsorch@db/smsorch BIRD_ACCESS_KEY=... smsctl audit order-58213-shipped --bird-url https://api.bird.com --bird-workspace W --bird-channel C`,
+		Args: oneKey("audit"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			key := args[0]
+			if ledgerPath == "" {
+				ledgerPath, _ = c.env.LookupEnv("SMSORCH_LEDGER")
+			}
+			devLedger := ledgerPath == ""
+			if devLedger {
+				ledgerPath = ".smsorch/ledger.db"
+			}
+			if !ledger.IsPostgresDSN(ledgerPath) {
+				if _, err := os.Stat(ledgerPath); err != nil {
+					return usageError("no ledger at %s: give the worker's --ledger file (%v)", ledgerPath, err)
+				}
+			}
+			led, err := ledger.Open(ctx, ledgerPath)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = led.Close() }()
+			e, err := led.Event(ctx, key)
+			if err != nil {
+				return err
+			}
+			secret := func(k string) logging.Secret { v, _ := c.env.LookupEnv(k); return logging.Secret(v) }
+			clients := map[provider.Name]provider.Client{}
+			var asked []string
+			if bc.BaseURL != "" {
+				bc.AccessKey = secret("BIRD_ACCESS_KEY")
+				if clients[provider.Bird], err = bird.New(bc); err != nil {
+					return err
+				}
+				asked = append(asked, "bird at "+bc.BaseURL)
+			}
+			if sc.BaseURL != "" {
+				sc.Token = secret("SENDY_TOKEN")
+				if clients[provider.Sendy], err = sendy.New(sc); err != nil {
+					return err
+				}
+				asked = append(asked, "sendy at "+sc.BaseURL)
+			}
+			if clients[provider.Name(e.Provider)] == nil && simURL == "" {
+				if !devLedger {
+					// Outside dev, never the simulator unless asked for: its records
+					// would say nothing about what the real provider sent.
+					return usageError("%s was sent through %s: give its API (--%s-url …, with the credentials in the environment), or --simulator URL for the dev simulator", key, e.Provider, e.Provider)
+				}
+				simURL = devSimulator
+			}
+			if simURL != "" {
+				var as []string
+				if clients[provider.Bird] == nil {
+					if clients[provider.Bird], err = bird.New(devmode.BirdConfig(simURL, "", 0)); err != nil {
+						return err
+					}
+					as = append(as, "bird")
+				}
+				if clients[provider.Sendy] == nil {
+					if clients[provider.Sendy], err = sendy.New(devmode.SendyConfig(simURL, "", "", 0)); err != nil {
+						return err
+					}
+					as = append(as, "sendy")
+				}
+				asked = append(asked, fmt.Sprintf("the dev simulator (as %s) at %s", strings.Join(as, " and "), simURL))
+			}
+			fmt.Fprintf(c.errOut, "smsctl audit: asked %s; ledger %s\n", strings.Join(asked, ", "), led.Describe())
+			r, err := audit.Build(ctx, led, clients, key, time.Now())
+			if err != nil {
+				return err
+			}
+			c.print(r, func(w io.Writer) { _ = r.WriteText(w) })
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&ledgerPath, "ledger", "", "the worker's ledger: a SQLite file or a postgres:// DSN (default $SMSORCH_LEDGER, else .smsorch/ledger.db)")
+	f.StringVar(&simURL, "simulator", "", "the dev-mode provider simulator (default "+devSimulator+" when the ledger is the dev one, .smsorch/ledger.db)")
+	f.StringVar(&bc.BaseURL, "bird-url", "", "Bird's API (access key from BIRD_ACCESS_KEY)")
+	f.StringVar(&bc.WorkspaceID, "bird-workspace", "", "Bird workspace id")
+	f.StringVar(&bc.ChannelID, "bird-channel", "", "Bird channel id")
+	f.StringVar(&sc.BaseURL, "sendy-url", "", "Sendy's API (token from SENDY_TOKEN)")
+	return cmd
+}
