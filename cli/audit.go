@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,20 +87,40 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 				simURL = devSimulator
 			}
 			if simURL != "" {
+				// The simulator stands in for each provider the event was
+				// sent through (its own, and any it moved to) that has no
+				// API given.
+				used := []provider.Name{provider.Name(e.Provider)}
+				switches, err := led.Switches(ctx, key)
+				if err != nil {
+					return err
+				}
+				for _, sw := range switches {
+					if !slices.Contains(used, provider.Name(sw.To)) {
+						used = append(used, provider.Name(sw.To))
+					}
+				}
 				var as []string
-				if clients[provider.Bird] == nil {
-					if clients[provider.Bird], err = bird.New(devmode.BirdConfig(simURL, "", 0)); err != nil {
+				for _, p := range used {
+					if clients[p] != nil {
+						continue
+					}
+					switch p {
+					case provider.Bird:
+						clients[p], err = bird.New(devmode.BirdConfig(simURL, "", 0))
+					case provider.Sendy:
+						clients[p], err = sendy.New(devmode.SendyConfig(simURL, "", "", 0))
+					default:
+						continue
+					}
+					if err != nil {
 						return err
 					}
-					as = append(as, "bird")
+					as = append(as, string(p))
 				}
-				if clients[provider.Sendy] == nil {
-					if clients[provider.Sendy], err = sendy.New(devmode.SendyConfig(simURL, "", "", 0)); err != nil {
-						return err
-					}
-					as = append(as, "sendy")
+				if len(as) > 0 {
+					asked = append(asked, fmt.Sprintf("the dev simulator (as %s) at %s", strings.Join(as, " and "), simURL))
 				}
-				asked = append(asked, fmt.Sprintf("the dev simulator (as %s) at %s", strings.Join(as, " and "), simURL))
 			}
 			fmt.Fprintf(c.errOut, "smsctl audit: asked %s; ledger %s\n", strings.Join(asked, ", "), led.Describe())
 			r, err := audit.Build(ctx, led, clients, key, time.Now())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acme/smsorch/cli"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/provider"
@@ -72,6 +73,23 @@ func TestFailoverWhenBirdProvablySentNothing(t *testing.T) {
 	require.Equal(t, via, sw[0].SendKey)
 	require.Equal(t, "failover", sw[0].By)
 	require.Contains(t, sw[0].Evidence, "without being executed")
+
+	// The audit asks both providers, each for its own keys.
+	code, out, errOut := smsctl(t, "audit", in.Key, "--ledger", stack.Config.LedgerPath, "--simulator", sim().URL)
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Contains(t, errOut, "asked the dev simulator (as bird and sendy) at "+sim().URL)
+	require.Contains(t, out, "Moved from bird to sendy under "+via)
+	require.Contains(t, out, "Verdict: no duplicate")
+	require.Contains(t, out, msgs(provider.Sendy, via))
+}
+
+// msgs is the id of the one message under key.
+func msgs(p provider.Name, key string) string {
+	m := messages(p, key)
+	if len(m) != 1 {
+		return "(not one message)"
+	}
+	return m[0].ID
 }
 
 // Bird accepts, the answer is lost (the connection drops after the
