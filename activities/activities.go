@@ -306,6 +306,24 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (provider.Request, 
 	return req, nil
 }
 
+// MoveOutput is the request of the event at another provider, and that
+// provider's policy: its replay window, retries and delays govern the
+// sends there.
+type MoveOutput struct {
+	Request provider.Request `json:"request"`
+	Policy  Policy           `json:"policy"`
+}
+
+// PlanMove plans the event's request at another provider (Plan, which
+// records in.Switch), and returns that provider's policy with it.
+func (a *Activities) PlanMove(ctx context.Context, in PlanInput) (MoveOutput, error) {
+	req, err := a.Plan(ctx, in)
+	if err != nil {
+		return MoveOutput{}, err
+	}
+	return MoveOutput{Request: req, Policy: a.policy(req.Provider)}, nil
+}
+
 // SendInput is one send: the planned request and how long its key may be tried.
 type SendInput struct {
 	EventKey string           `json:"eventKey"`
@@ -518,6 +536,28 @@ type ReconcileOutput struct {
 	// Unsearchable are the keys the provider's records cannot speak for,
 	// with how many of their attempts may have sent a message.
 	Unsearchable []reconcile.Unsearchable `json:"unsearchable,omitempty"`
+	// NotExecutedOnly is true when the ledger holds attempts under the
+	// keys and every one of them ended with an answer that says it was
+	// not executed (not executed, rate limited), with no message id: the
+	// proof that the provider sent nothing, from the ledger alone.
+	NotExecutedOnly bool `json:"notExecutedOnly,omitempty"`
+}
+
+// notExecutedOnly reports whether every attempt under the wanted keys
+// ended certainly unexecuted, and there was at least one.
+func notExecutedOnly(attempts []ledger.Attempt, want map[string]bool) bool {
+	n := 0
+	for _, at := range attempts {
+		if !want[at.SendKey] {
+			continue
+		}
+		n++
+		o := provider.Outcome(at.Outcome)
+		if at.Open() || at.MessageID != "" || (o != provider.NotExecuted && o != provider.RateLimited) {
+			return false
+		}
+	}
+	return n > 0
 }
 
 // Reconcile looks for the event's messages in our ledger and in the
@@ -556,6 +596,7 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	return ReconcileOutput{
 		Messages: found.Messages, Searched: found.Searched, How: found.How, ByKey: found.ByKey, Unsearchable: found.Unsearchable,
 		LastUncertainAt: lastUncertain(found.Attempts, func(at ledger.Attempt) bool { return want[at.SendKey] }),
+		NotExecutedOnly: notExecutedOnly(found.Attempts, want),
 	}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
@@ -45,7 +46,7 @@ Exit codes: 0 ok, 1 failure, 2 invalid input, 3 conflict, 4 not found.`
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
 	c := &cmd{out: stdout, errOut: stderr, env: envLookup(environ)}
 	root := c.root()
-	root.SetArgs(args)
+	root.SetArgs(singleDash(root, args))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	return c.exit(root.ExecuteContext(ctx))
@@ -156,4 +157,40 @@ func (c *cmd) print(v any, text func(io.Writer)) {
 		return
 	}
 	text(c.out)
+}
+
+// singleDash rewrites -name and -name=value to --name for the long flags
+// smsctl knows, as Go's flag package (smsctl before cobra) accepted them,
+// so scripts written then keep working. A flag's value is left alone, and
+// so is everything after "--".
+func singleDash(root *cobra.Command, args []string) []string {
+	isBool := map[string]bool{}
+	collect := func(f *pflag.Flag) { isBool[f.Name] = f.Value.Type() == "bool" }
+	root.PersistentFlags().VisitAll(collect)
+	for _, sub := range root.Commands() {
+		sub.Flags().VisitAll(collect)
+	}
+	out := make([]string, 0, len(args))
+	value := false // the previous argument was a flag that takes the next as its value
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if value {
+			out, value = append(out, a), false
+			continue
+		}
+		if name, ok := strings.CutPrefix(a, "-"); ok && len(name) > 1 {
+			name = strings.TrimPrefix(name, "-")
+			name, _, hasValue := strings.Cut(name, "=")
+			if b, known := isBool[name]; known {
+				if !strings.HasPrefix(a, "--") {
+					a = "-" + a
+				}
+				value = !b && !hasValue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -27,7 +28,7 @@ func (c *cmd) decideCommand(action string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			key := args[0]
-			if err := d.Validate(); err != nil {
+			if err := errors.Join(d.Validate(), d.CheckProvider()); err != nil {
 				return usageError("%v", err)
 			}
 			return c.withStarter(ctx, func(s *starter.Starter) error {

@@ -74,3 +74,19 @@ func TestUsageErrorsExit2(t *testing.T) {
 	require.Equal(t, ExitInvalid, code)
 	require.Contains(t, errOut, `provider "fax" is not known`)
 }
+
+// Flags written with one dash, as Go's flag package took them before
+// cobra, still work; a value that starts with a dash stays a value.
+func TestSingleDashFlagsStillWork(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := run("-json", "status", "order 1")
+	require.Equal(t, ExitInvalid, code)
+	require.Contains(t, errOut, `"exitCode":2`)
+	code, out, errOut := run("codec-key", "-id=2026-12")
+	require.Equal(t, ExitOK, code, errOut)
+	require.True(t, strings.HasPrefix(out, "2026-12:"), out)
+	code, _, errOut = run("send", "-key", "order-1-shipped", "-to", "+31612345678", "-text", "-provider", "-provider", "fax")
+	require.Equal(t, ExitInvalid, code)
+	require.Contains(t, errOut, `provider "fax" is not known`, "the text -provider stayed the text")
+	require.Equal(t, []string{"--json", "send", "--", "-x"}, singleDash((&cmd{}).root(), []string{"-json", "send", "--", "-x"}))
+}

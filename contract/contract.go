@@ -132,6 +132,13 @@ func (d Decision) Validate() error {
 	if d.Force && d.Action != ActionResend {
 		return fmt.Errorf(`"force" applies to a resend only, not to a %s`, d.Action)
 	}
+	return nil
+}
+
+// CheckProvider reports a provider a decision cannot name: one on a
+// cancel, or one that is not known. Runs since version 5 apply it; runs
+// before ignore the field, as they always did.
+func (d Decision) CheckProvider() error {
 	if d.Provider != "" && d.Action != ActionResend {
 		return fmt.Errorf(`"provider" applies to a resend only, not to a %s`, d.Action)
 	}

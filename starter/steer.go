@@ -59,7 +59,7 @@ func (s *Starter) Decide(ctx context.Context, key string, d contract.Decision) (
 	if err := checkKey(key); err != nil {
 		return contract.DecisionAck{}, err
 	}
-	if err := d.Validate(); err != nil {
+	if err := errors.Join(d.Validate(), d.CheckProvider()); err != nil {
 		return contract.DecisionAck{}, invalid("decision", err)
 	}
 	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
@@ -90,7 +90,7 @@ func (s *Starter) Signal(ctx context.Context, key string, d contract.Decision) e
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if err := d.Validate(); err != nil {
+	if err := errors.Join(d.Validate(), d.CheckProvider()); err != nil {
 		return invalid("decision", err)
 	}
 	payload := map[string]any{"reason": d.Reason, "by": d.By}

@@ -3,7 +3,6 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/converter"
@@ -94,11 +93,10 @@ func (r *run) check(d contract.Decision) error {
 	if r.pending != nil {
 		return fmt.Errorf("refused: a %s decided by %s is already being applied", r.pending.Action, r.pending.By)
 	}
-	if d.Provider != "" && r.v < versionFailover {
-		return fmt.Errorf("refused: this run started before a resend could name a provider; resend without \"provider\" (it stays on %s)", r.prov)
-	}
-	if d.Provider != "" && sameProvider(d.Provider, string(provider.Bird)) && strings.TrimSpace(r.in.From) != "" {
-		return fmt.Errorf("refused: Bird sends from the channel's own sender, and this event's sender is %q; resend at %s, or cancel", r.in.From, r.prov)
+	if r.v >= versionFailover {
+		if err := r.checkMove(d); err != nil {
+			return err
+		}
 	}
 	if r.fixed() && d.Action == contract.ActionResend && !d.Force && r.unsearchable {
 		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.prov)
@@ -110,6 +108,9 @@ func (r *run) check(d contract.Decision) error {
 func (r *run) decide(d contract.Decision) error {
 	if err := r.check(d); err != nil {
 		return err
+	}
+	if r.v < versionFailover {
+		d.Provider = "" // runs before version 5 ignore it, as they always did
 	}
 	r.pending = &d
 	r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)

@@ -13,7 +13,6 @@ import (
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/metrics/name"
-	"github.com/acme/smsorch/provider"
 )
 
 // Failover reasons, as metrics and the timeline name them.
@@ -78,7 +77,7 @@ func (r *run) nextKey(p string) (keys.Key, error) {
 // turned up after all. Without proof it says why in the timeline and the
 // run awaits a decision, as without a fallback.
 func (r *run) failover(out activities.ReconcileOutput) contract.State {
-	to := r.in.Fallback
+	to := strings.ToLower(strings.TrimSpace(r.in.Fallback))
 	no := func(why string) contract.State {
 		r.note("no failover to %s: %s; a person decides (a resend may name %s)", to, why, to)
 		return contract.AwaitingDecision
@@ -89,7 +88,7 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 	keysHere := strings.Join(r.provKeys(), ", ")
 	var reason, evidence string
 	switch {
-	case out.LastUncertainAt.IsZero() && r.recheckAt.IsZero() && len(r.st.MessageIDs) == 0:
+	case out.NotExecutedOnly && out.LastUncertainAt.IsZero() && r.recheckAt.IsZero() && len(r.st.MessageIDs) == 0:
 		reason = failoverNotExecuted
 		evidence = fmt.Sprintf("every attempt under %s was answered without being executed (last answer: %s)", keysHere, orNone(r.lastSend))
 	case out.ByKey:
@@ -130,18 +129,35 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 	return contract.Sending
 }
 
+// moveBudget bounds the planning of a move: a worker without the other
+// provider's settings, or a ledger down, leaves the run awaiting a
+// decision after it instead of holding it in Reconciling.
+const moveBudget = 10 * time.Minute
+
+// planMove plans the event's request at provider p under key, recording
+// sw in the ledger when set, and returns it with p's policy.
+func (r *run) planMove(p string, key keys.Key, sw *ledger.Switch) (activities.MoveOutput, error) {
+	opts := planOptions()
+	opts.ScheduleToCloseTimeout = moveBudget
+	var out activities.MoveOutput
+	err := r.ledgerStep("PlanMove", opts, a.PlanMove, activities.PlanInput{
+		EventKey: r.in.Key, SendKey: string(key), Provider: p, To: r.req.To, From: strings.TrimSpace(r.in.From), Text: r.req.Text,
+		Switch: sw, LedgerID: r.ledgerID,
+	}, &out)
+	return out, err
+}
+
 // moveTo plans the event's request at provider p under key, records the
-// switch and its evidence in the ledger, and makes p the provider in use.
+// switch and its evidence in the ledger, and makes p the provider in use,
+// under p's own policy (replay window, retries, delays).
 func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error {
 	from := r.prov
-	var req provider.Request
-	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
-		EventKey: r.in.Key, SendKey: string(key), Provider: p, To: r.req.To, From: strings.TrimSpace(r.in.From), Text: r.req.Text,
-		Switch:   &ledger.Switch{EventKey: r.in.Key, SendKey: string(key), From: from, To: p, By: by, Evidence: evidence, At: workflow.Now(r.ctx)},
-		LedgerID: r.ledgerID,
-	}, &req); err != nil {
+	out, err := r.planMove(p, key, &ledger.Switch{EventKey: r.in.Key, SendKey: string(key), From: from, To: p, By: by, Evidence: evidence, At: workflow.Now(r.ctx)})
+	if err != nil {
 		return fmt.Errorf("the request at %s cannot be planned: %s", p, errorMessage(err))
 	}
+	req := out.Request
+	r.policy = out.Policy.WithDefaults()
 	r.note("moving from %s to %s under %s (%s): %s", from, p, key, by, evidence)
 	workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"from": from, "to": p, "reason": reason}).Counter(name.Failovers).Inc(1)
 	r.prov, r.st.Provider = p, p
@@ -152,5 +168,23 @@ func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error 
 	r.st.KeysUsed = append(r.st.KeysUsed, string(key))
 	r.st.DeliveryStatus = ""
 	r.upsertSearch()
+	return nil
+}
+
+// checkMove reports a provider that a resend decision cannot move the run
+// to: not known, Bird for an event with a sender name, or no key there.
+func (r *run) checkMove(d contract.Decision) error {
+	if err := d.CheckProvider(); err != nil {
+		return err
+	}
+	if d.Provider == "" || sameProvider(d.Provider, r.prov) {
+		return nil
+	}
+	if sameProvider(d.Provider, "bird") && strings.TrimSpace(r.in.From) != "" {
+		return fmt.Errorf("refused: Bird sends from the channel's own sender, and this event's sender is %q; resend at %s, or cancel", r.in.From, r.prov)
+	}
+	if _, err := r.nextKey(d.Provider); err != nil {
+		return fmt.Errorf("refused: the event has no key at %s (%v); resend at %s, or cancel", d.Provider, err, r.prov)
+	}
 	return nil
 }

@@ -14,17 +14,20 @@ import (
 	"github.com/acme/smsorch/provider"
 )
 
-// planned records the Plan calls and answers them at the asked provider.
+// planned records the PlanMove calls and answers them at the asked
+// provider, with a policy of its own (a shorter replay window).
 func (h *harness) planned() *[]activities.PlanInput {
 	var mu sync.Mutex
 	var calls []activities.PlanInput
-	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
+	h.env.OnActivity(a.PlanMove, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (activities.MoveOutput, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, in)
 		req := h.request(in.SendKey)
 		req.Provider = provider.Name(in.Provider)
-		return req, nil
+		pol := h.policy
+		pol.ReplayWindow = time.Hour
+		return activities.MoveOutput{Request: req, Policy: pol}, nil
 	}).Maybe()
 	return &calls
 }
@@ -78,6 +81,16 @@ func TestFailoverAfterAnUncertainAttemptWaitsForTheSearchThatProvesIt(t *testing
 	require.Equal(t, "bird", p.Switch.From)
 	require.Equal(t, "failover", p.Switch.By)
 	require.Equal(t, "sendy", h.query().Provider)
+	var atSendy []activities.SendInput
+	for _, in := range h.sends {
+		if in.Request.Key == via {
+			atSendy = append(atSendy, in)
+		}
+	}
+	require.NotEmpty(t, atSendy)
+	for _, in := range atSendy {
+		require.Equal(t, time.Hour-h.policy.WindowMargin, in.Budget, "the sends at Sendy run on Sendy's policy")
+	}
 }
 
 // Sendy cannot be searched by key: an uncertain attempt there never moves
@@ -103,4 +116,40 @@ func TestNoFailoverFromAnUnsearchableUncertainOutcome(t *testing.T) {
 	require.Empty(t, *plans, "nothing was planned at the fallback")
 	require.Equal(t, []string{key}, res.KeysUsed)
 	require.True(t, timelineHas(h.query(), "no failover to sendy: an attempt at bird ended without a certain answer"))
+}
+
+// "Every attempt was not executed" is the ledger's word, not the run's
+// memory: without it (an attempt accepted whose id the provider no longer
+// finds, say) an unsearchable provider is no proof, and the run does not
+// move.
+func TestNotExecutedProofComesFromTheLedger(t *testing.T) {
+	t.Parallel()
+	for _, ledgerSays := range []bool{false, true} {
+		h := newHarness(t)
+		h.prepared()
+		h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+			if in.Request.Key == key+"~via-sendy" {
+				return accepted("s-1", attempt, provider.Accepted), nil
+			}
+			return activities.SendOutput{}, failAttempt(provider.NotExecuted, attempt)
+		})
+		h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+			return activities.ReconcileOutput{Searched: false, NotExecutedOnly: ledgerSays}, nil
+		})
+		plans := h.planned()
+		h.statuses(provider.StatusDelivered)
+		in := input
+		in.Fallback = "sendy"
+		h.env.ExecuteWorkflow(contract.WorkflowName, in)
+		require.True(t, h.env.IsWorkflowCompleted())
+		res, _ := h.result()
+		if ledgerSays {
+			require.Equal(t, contract.Delivered, res.State, res.Reason)
+			require.Len(t, *plans, 1)
+			require.Contains(t, res.Resends[0].Reason, "without being executed")
+		} else {
+			require.Equal(t, contract.Failed, res.State, "no proof: the run waited for a decision that never came")
+			require.Empty(t, *plans)
+		}
+	}
 }

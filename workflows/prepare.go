@@ -86,16 +86,22 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	if last.Key == r.in.Key {
 		return false
 	}
-	// The key names its provider (keys.Via); an earlier run may have
-	// moved the event to another.
-	p, from := r.providerOf(last.Key), r.req.From
-	if !sameProvider(p, r.in.Provider) {
-		from = strings.TrimSpace(r.in.From)
-	}
+	// The key names its provider (keys.Via): an earlier run may have
+	// moved the event to another, whose policy then applies.
+	p := r.providerOf(last.Key)
 	var req provider.Request
-	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
-		EventKey: r.in.Key, SendKey: last.Key, Provider: p, To: r.req.To, From: from, Text: r.req.Text,
-	}, &req); err != nil {
+	var err error
+	if sameProvider(p, r.in.Provider) {
+		err = r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
+			EventKey: r.in.Key, SendKey: last.Key, Provider: p, To: r.req.To, From: r.req.From, Text: r.req.Text,
+		}, &req)
+	} else {
+		var out activities.MoveOutput
+		if out, err = r.planMove(p, keys.Key(last.Key), nil); err == nil {
+			req, r.policy = out.Request, out.Policy.WithDefaults()
+		}
+	}
+	if err != nil {
 		r.st.State, r.st.Reason = contract.Failed, "cannot plan the request of "+last.Key+" again: "+errorMessage(err)
 		r.note("%s", r.st.Reason)
 		return true
