@@ -387,8 +387,11 @@ func TestMetricsCountSendsReconciliationsDecisionsAndTheAwaiting(t *testing.T) {
 	a, err := Start(ctx, Config{
 		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: Off,
 		SimulatorAddress: "127.0.0.1:0", IntakeAddress: Off, MetricsAddress: "127.0.0.1:0",
-		Simulator:      simulator.Config{DeliveryDelay: 100 * time.Millisecond},
-		SimFaults:      simulator.FaultFlag{{Kind: simulator.Error5xx, Provider: "bird", Key: "order-2-shipped", Rate: 1}},
+		Simulator: simulator.Config{DeliveryDelay: 100 * time.Millisecond},
+		SimFaults: simulator.FaultFlag{
+			{Kind: simulator.Error5xx, Provider: "bird", Key: "order-2-shipped", Rate: 1},
+			{Kind: simulator.Unavailable, Provider: "bird", Key: "order-3-shipped", Rate: 1},
+		},
 		AttemptTimeout: pol.AttemptTimeout,
 		Policies:       map[provider.Name]activities.Policy{provider.Bird: pol, provider.Sendy: pol},
 	}, zap.NewNop())
@@ -400,9 +403,15 @@ func TestMetricsCountSendsReconciliationsDecisionsAndTheAwaiting(t *testing.T) {
 	require.NoError(t, err)
 	_, err = st.Send(ctx, starter.Event{Key: "order-2-shipped", Provider: "bird", To: "+31612345678", Text: "Order 2 has shipped."})
 	require.NoError(t, err)
+	// A third event fails over: Bird answers 503 E01033 (not executed).
+	_, err = st.Send(ctx, starter.Event{Key: "order-3-shipped", Provider: "bird", Fallback: "sendy", To: "+31612345678", Text: "Order 3 has shipped."})
+	require.NoError(t, err)
 	res, err := st.Wait(ctx, "order-1-shipped")
 	require.NoError(t, err)
 	require.Equal(t, contract.Delivered, res.State)
+	res, err = st.Wait(ctx, "order-3-shipped")
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
 
 	scrape := func() string {
 		resp, err := http.Get(a.MetricsURL)
@@ -435,6 +444,8 @@ func TestMetricsCountSendsReconciliationsDecisionsAndTheAwaiting(t *testing.T) {
 		{"smsorch_decisions_total", map[string]string{"action": "cancel", "forced": "false"}, 1},
 		{"smsorch_runs_settled_total", map[string]string{"provider": "bird", "state": "Delivered"}, 1},
 		{"smsorch_runs_settled_total", map[string]string{"provider": "bird", "state": "Cancelled"}, 1},
+		{"smsorch_failovers_total", map[string]string{"from": "bird", "to": "sendy", "reason": "not_executed"}, 1},
+		{"smsorch_runs_settled_total", map[string]string{"provider": "sendy", "state": "Delivered"}, 1},
 	} {
 		got, ok := metricValue(m, c.name, c.labels)
 		require.True(t, ok, "%s%v is exported:\n%s", c.name, c.labels, smsorchLines(m))
