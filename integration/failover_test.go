@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/acme/smsorch/cli"
 	"github.com/acme/smsorch/contract"
@@ -63,6 +64,12 @@ func TestFailoverWhenBirdProvablySentNothing(t *testing.T) {
 
 	s := status(t, in.Key)
 	require.Equal(t, "sendy", s.Provider)
+	desc, err := stack.Client.DescribeWorkflowExecution(context.Background(), in.Key, "")
+	require.NoError(t, err)
+	var shown string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(
+		desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[contract.ProviderAttribute.GetName()], &shown))
+	require.Equal(t, "sendy", shown, "SmsProvider shows the provider in use")
 	require.Contains(t, timelineText(s), "moving from bird to sendy under "+via)
 
 	sw, err := stack.Ledger.Switches(context.Background(), in.Key)
