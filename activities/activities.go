@@ -271,7 +271,8 @@ func lastUncertain(attempts []ledger.Attempt, selected func(ledger.Attempt) bool
 type PlanInput struct {
 	EventKey, SendKey, Provider, To, From, Text string
 	// Switch, when the request moves the event to another provider, is
-	// recorded in the ledger before the request is planned.
+	// recorded in the ledger once the request is planned (At is the run's
+	// clock).
 	Switch *ledger.Switch `json:",omitempty"`
 	// LedgerID is the ledger that claimed the event (with Switch).
 	LedgerID string `json:",omitempty"`
@@ -295,11 +296,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (provider.Request, 
 		if err := a.checkLedger(in.LedgerID); err != nil {
 			return provider.Request{}, err
 		}
-		sw := *in.Switch
-		if sw.At.IsZero() {
-			sw.At = a.now()
-		}
-		if err := a.Ledger.RecordSwitch(ctx, sw); err != nil {
+		if err := a.Ledger.RecordSwitch(ctx, *in.Switch); err != nil {
 			return provider.Request{}, err // the ledger is down: retried
 		}
 	}

@@ -556,3 +556,28 @@ func TestSendyCannotBeSearchedForAKeyWithoutAnID(t *testing.T) {
 	first := runReconcile(t, b, ReconcileInput{EventKey: in.Key, Provider: "sendy", Keys: []string{in.Key}, Since: start})
 	require.True(t, first.Searched, "the first key alone is searched through its id")
 }
+
+// The ledger's proof that a provider sent nothing: attempts under the
+// keys, every one ended "not executed" or rate limited, without an id.
+func TestNotExecutedOnly(t *testing.T) {
+	t.Parallel()
+	ended := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	at := func(key string, o provider.Outcome, id string) ledger.Attempt {
+		return ledger.Attempt{SendKey: key, Outcome: string(o), MessageID: id, EndedAt: ended}
+	}
+	want := map[string]bool{"k": true}
+	for name, c := range map[string]struct {
+		attempts []ledger.Attempt
+		proof    bool
+	}{
+		"503 and 429 only":            {[]ledger.Attempt{at("k", provider.NotExecuted, ""), at("k", provider.RateLimited, "")}, true},
+		"another key's answers":       {[]ledger.Attempt{at("k", provider.NotExecuted, ""), at("other", provider.Accepted, "m-1")}, true},
+		"no attempt at all":           {nil, false},
+		"an unknown outcome":          {[]ledger.Attempt{at("k", provider.NotExecuted, ""), at("k", provider.Unknown, "")}, false},
+		"an accepted attempt":         {[]ledger.Attempt{at("k", provider.Accepted, "m-1")}, false},
+		"in progress behind a lock":   {[]ledger.Attempt{at("k", provider.InProgress, "")}, false},
+		"an attempt that never ended": {[]ledger.Attempt{{SendKey: "k", Outcome: ""}}, false},
+	} {
+		require.Equal(t, c.proof, notExecutedOnly(c.attempts, want), name)
+	}
+}

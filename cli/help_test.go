@@ -61,6 +61,8 @@ func TestShellCompletion(t *testing.T) {
 	require.Subset(t, lines, []string{"bird", "sendy"})
 	out = mustRun(t, "__complete", "res")
 	require.Contains(t, out, "resend")
+	out = mustRun(t, "__complete", "list", "--state", "")
+	require.Contains(t, out, "AwaitingDecision")
 }
 
 func TestUsageErrorsExit2(t *testing.T) {

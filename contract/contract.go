@@ -256,6 +256,8 @@ type Entry struct {
 // Status is the QueryState answer: the result so far and the timeline.
 type Status struct {
 	Result
+	// Provider is the provider the run sends through: Input.Provider,
+	// until a failover or a decision moves the event to another.
 	Provider string `json:"provider"`
 	// To is the masked recipient.
 	To string `json:"to"`

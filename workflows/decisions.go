@@ -20,11 +20,10 @@ import (
 func (r *run) setup(ctx workflow.Context) {
 	r.ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion)
-	r.prov = r.in.Provider
 	r.log = workflow.GetLogger(ctx)
 	r.st = contract.Status{
 		Result:     contract.Result{Key: r.in.Key, State: contract.Sending, MessageIDs: []string{}, KeysUsed: []string{}},
-		Provider:   r.prov,
+		Provider:   r.in.Provider,
 		To:         sms.MaskPhone(r.in.To),
 		CurrentKey: r.in.Key,
 		Timeline:   []contract.Entry{},
@@ -99,7 +98,7 @@ func (r *run) check(d contract.Decision) error {
 		}
 	}
 	if r.fixed() && d.Action == contract.ActionResend && !d.Force && r.unsearchable {
-		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.prov)
+		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.st.Provider)
 	}
 	return nil
 }
@@ -214,18 +213,18 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 			}
 			if r.fixed() && !out.Searched {
 				if !d.Force {
-					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.prov)
+					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider)
 					r.note("%s", r.st.Reason)
 					return contract.AwaitingDecision, false
 				}
-				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.prov)
+				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.st.Provider)
 			}
 		case !r.fixed():
 			basis = contract.BasisUnreconciled
 			r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
 		case d.Force:
 			r.reconcileFailed = true
-			blind = "the search of " + r.prov + "'s records failed (" + errorMessage(err) + ")"
+			blind = "the search of " + r.st.Provider + "'s records failed (" + errorMessage(err) + ")"
 		default:
 			r.reconcileFailed = true
 			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
@@ -236,8 +235,8 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 	} else if r.fixed() {
 		r.setState(contract.Sending)
 	}
-	target, moved := r.prov, ""
-	if r.v >= versionFailover && d.Provider != "" && !sameProvider(d.Provider, r.prov) {
+	target, moved := r.st.Provider, ""
+	if r.v >= versionFailover && d.Provider != "" && !sameProvider(d.Provider, r.st.Provider) {
 		target = d.Provider
 	}
 	var key keys.Key
@@ -251,7 +250,7 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 		r.st.Reason = "cannot derive the resend key: " + err.Error()
 		return contract.Failed, false
 	}
-	if !sameProvider(target, r.prov) {
+	if !sameProvider(target, r.st.Provider) {
 		// The decision moves the event to another provider: planned there,
 		// with the switch and its reason recorded in the ledger.
 		if err := r.moveTo(target, key, d.By, d.Reason, failoverDecided); err != nil {
@@ -263,24 +262,15 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 	} else {
 		var req provider.Request
 		if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
-			EventKey: r.in.Key, SendKey: string(key), Provider: r.prov, To: r.req.To, From: r.req.From, Text: r.req.Text,
+			EventKey: r.in.Key, SendKey: string(key), Provider: r.st.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
 		}, &req); err != nil {
 			r.st.Reason = "cannot plan the resend: " + errorMessage(err)
 			return contract.Failed, false
 		}
-		r.req = req
+		r.useKey(req, string(key))
 	}
 	r.resends++
-	if moved == "" {
-		r.sendStart, r.lastSend, r.primary, r.deliveryFailed = time.Time{}, "", "", false
-		// What the last search said belongs to the decision just taken; the
-		// new key's own outcome decides the next one.
-		r.unsearchable, r.reconcileFailed = false, false
-		r.st.CurrentKey = string(key)
-		r.st.KeysUsed = append(r.st.KeysUsed, string(key))
-	}
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
-	r.st.DeliveryStatus = ""
 	if blind != "" {
 		basis = contract.BasisBlind
 		r.st.BlindResends = append(r.st.BlindResends, string(key))
@@ -288,4 +278,15 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 	}
 	r.st.Resends = append(r.st.Resends, contract.Resend{Key: string(key), Provider: moved, By: d.By, Reason: d.Reason, Basis: basis})
 	return contract.Sending, false
+}
+
+// useKey makes req, planned under key, the send the run goes on with.
+// What the last search said belongs to the decision just taken; the new
+// key's own window and outcome decide the next one.
+func (r *run) useKey(req provider.Request, key string) {
+	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
+	r.unsearchable, r.reconcileFailed = false, false
+	r.st.CurrentKey = key
+	r.st.KeysUsed = append(r.st.KeysUsed, key)
+	r.st.DeliveryStatus = ""
 }

@@ -47,7 +47,7 @@ func (r *run) details() string {
 	// is a strings.Builder and flags Fprintf as a possible I/O call.
 	var b strings.Builder
 	put := func(format string, args ...any) { b.WriteString(fmt.Sprintf(format, args...)) }
-	put("**%s** — SMS %s to %s via %s\n\n", r.st.State, codeSpan(r.in.Key), escapeMarkdown(r.st.To), escapeMarkdown(r.prov))
+	put("**%s** — SMS %s to %s via %s\n\n", r.st.State, codeSpan(r.in.Key), escapeMarkdown(r.st.To), escapeMarkdown(r.st.Provider))
 	if r.st.Reason != "" {
 		put("%s\n\n", lineStart(escapeMarkdown(sms.MaskPhones(r.st.Reason))))
 	}

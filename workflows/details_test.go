@@ -35,8 +35,7 @@ func TestDetailsEscapeFreeText(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 	r := &run{
-		in:   contract.Input{Key: "order-58213-shipped", Provider: "bird", To: "+31612345678", Text: "Your order shipped"},
-		prov: "bird",
+		in: contract.Input{Key: "order-58213-shipped", Provider: "bird", To: "+31612345678", Text: "Your order shipped"},
 		st: contract.Status{
 			Result: contract.Result{
 				Key: "order-58213-shipped", State: contract.AwaitingDecision,
@@ -45,6 +44,7 @@ func TestDetailsEscapeFreeText(t *testing.T) {
 				KeysUsed: []string{"order-58213-shipped", "order-58213-shipped~resend-1"}, PossibleDuplicate: true,
 				BlindResends: []string{"order-58213-shipped~resend-1"},
 			},
+			Provider:         "bird",
 			To:               "+31612…78",
 			DecisionDeadline: at.Add(7 * 24 * time.Hour),
 			Timeline: []contract.Entry{

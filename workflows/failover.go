@@ -36,17 +36,19 @@ func (r *run) providerOf(k string) string {
 func (r *run) provKeys() []string {
 	var out []string
 	for _, k := range r.st.KeysUsed {
-		if sameProvider(r.providerOf(k), r.prov) {
+		if sameProvider(r.providerOf(k), r.st.Provider) {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
+// canonical is a provider's name as Prepare makes it ("Sendy " is sendy):
+// the name of its task queues and of its keys.Via keys.
+func canonical(p string) string { return strings.ToLower(strings.TrimSpace(p)) }
+
 // sameProvider compares provider names as Prepare makes them canonical.
-func sameProvider(a, b string) bool {
-	return strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
-}
+func sameProvider(a, b string) bool { return canonical(a) == canonical(b) }
 
 // nextKey is the key of the next message at provider p: the event key
 // there (the event key, or keys.Via at another provider) when it is
@@ -77,13 +79,13 @@ func (r *run) nextKey(p string) (keys.Key, error) {
 // turned up after all. Without proof it says why in the timeline and the
 // run awaits a decision, as without a fallback.
 func (r *run) failover(out activities.ReconcileOutput) contract.State {
-	to := strings.ToLower(strings.TrimSpace(r.in.Fallback))
+	to := canonical(r.in.Fallback)
 	no := func(why string) contract.State {
 		r.note("no failover to %s: %s; a person decides (a resend may name %s)", to, why, to)
 		return contract.AwaitingDecision
 	}
 	if len(out.Messages) > 0 {
-		return no(fmt.Sprintf("%s holds a message of the event (%s)", r.prov, r.st.DeliveryStatus))
+		return no(fmt.Sprintf("%s holds a message of the event (%s)", r.st.Provider, r.st.DeliveryStatus))
 	}
 	keysHere := strings.Join(r.provKeys(), ", ")
 	var reason, evidence string
@@ -96,27 +98,27 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 			// An attempt without a certain answer could still take effect:
 			// the search that proves nothing was sent comes after it cannot.
 			if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-				r.note("before a failover: an attempt without a certain answer could take effect until %s; searching %s's records again then", r.recheckAt.UTC().Format(time.RFC3339), r.prov)
+				r.note("before a failover: an attempt without a certain answer could take effect until %s; searching %s's records again then", r.recheckAt.UTC().Format(time.RFC3339), r.st.Provider)
 				_ = workflow.Sleep(r.ctx, wait)
 			}
 			r.rechecked = true
 			again, err := r.lookup(r.provKeys())
 			if err != nil {
-				return no(fmt.Sprintf("the search of %s's records after the late-effect horizon failed (%s)", r.prov, errorMessage(err)))
+				return no(fmt.Sprintf("the search of %s's records after the late-effect horizon failed (%s)", r.st.Provider, errorMessage(err)))
 			}
 			r.searched(again)
 			if r.adopt(again) {
-				r.note("a message of the event turned up at %s: following it, no failover", r.prov)
+				r.note("a message of the event turned up at %s: following it, no failover", r.st.Provider)
 				return contract.Accepted
 			}
 			if len(again.Messages) > 0 {
-				return no(fmt.Sprintf("%s holds a message of the event (%s)", r.prov, r.st.DeliveryStatus))
+				return no(fmt.Sprintf("%s holds a message of the event (%s)", r.st.Provider, r.st.DeliveryStatus))
 			}
 		}
 		reason = failoverSearchedNone
-		evidence = fmt.Sprintf("a search of %s's records by key, after the replay window and after every attempt could take effect, found no message under %s", r.prov, keysHere)
+		evidence = fmt.Sprintf("a search of %s's records by key, after the replay window and after every attempt could take effect, found no message under %s", r.st.Provider, keysHere)
 	default:
-		return no(fmt.Sprintf("an attempt at %s ended without a certain answer and %s cannot be searched by key, so whether it sent is unknown", r.prov, r.prov))
+		return no(fmt.Sprintf("an attempt at %s ended without a certain answer and %s cannot be searched by key, so whether it sent is unknown", r.st.Provider, r.st.Provider))
 	}
 	key, err := r.nextKey(to)
 	if err != nil {
@@ -151,22 +153,18 @@ func (r *run) planMove(p string, key keys.Key, sw *ledger.Switch) (activities.Mo
 // switch and its evidence in the ledger, and makes p the provider in use,
 // under p's own policy (replay window, retries, delays).
 func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error {
-	from := r.prov
+	from := r.st.Provider
 	out, err := r.planMove(p, key, &ledger.Switch{EventKey: r.in.Key, SendKey: string(key), From: from, To: p, By: by, Evidence: evidence, At: workflow.Now(r.ctx)})
 	if err != nil {
 		return fmt.Errorf("the request at %s cannot be planned: %s", p, errorMessage(err))
 	}
-	req := out.Request
 	r.policy = out.Policy.WithDefaults()
 	r.note("moving from %s to %s under %s (%s): %s", from, p, key, by, evidence)
 	workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"from": from, "to": p, "reason": reason}).Counter(name.Failovers).Inc(1)
-	r.prov, r.st.Provider = p, p
-	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
-	r.unsearchable, r.reconcileFailed = false, false
+	r.st.Provider = p
+	r.useKey(out.Request, string(key))
+	// The uncertain attempts were the other provider's.
 	r.recheckAt, r.rechecked = time.Time{}, false
-	r.st.CurrentKey = string(key)
-	r.st.KeysUsed = append(r.st.KeysUsed, string(key))
-	r.st.DeliveryStatus = ""
 	r.upsertSearch()
 	return nil
 }
@@ -177,14 +175,14 @@ func (r *run) checkMove(d contract.Decision) error {
 	if err := d.CheckProvider(); err != nil {
 		return err
 	}
-	if d.Provider == "" || sameProvider(d.Provider, r.prov) {
+	if d.Provider == "" || sameProvider(d.Provider, r.st.Provider) {
 		return nil
 	}
 	if sameProvider(d.Provider, "bird") && strings.TrimSpace(r.in.From) != "" {
-		return fmt.Errorf("refused: Bird sends from the channel's own sender, and this event's sender is %q; resend at %s, or cancel", r.in.From, r.prov)
+		return fmt.Errorf("refused: Bird sends from the channel's own sender, and this event's sender is %q; resend at %s, or cancel", r.in.From, r.st.Provider)
 	}
 	if _, err := r.nextKey(d.Provider); err != nil {
-		return fmt.Errorf("refused: the event has no key at %s (%v); resend at %s, or cancel", d.Provider, err, r.prov)
+		return fmt.Errorf("refused: the event has no key at %s (%v); resend at %s, or cancel", d.Provider, err, r.st.Provider)
 	}
 	return nil
 }

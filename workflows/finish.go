@@ -78,7 +78,7 @@ func (r *run) lastLook() {
 // event wins: a different outcome already stored is noted.
 func (r *run) settle() {
 	defer func() {
-		mh := workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": r.prov})
+		mh := workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": r.st.Provider})
 		mh.WithTags(map[string]string{"state": string(r.st.State)}).Counter(name.Settled).Inc(1)
 		switch {
 		case r.st.DuplicateSend:

@@ -107,7 +107,7 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 		return true
 	}
 	r.req, r.sendStart = req, last.FirstAttemptAt
-	r.prov, r.st.Provider = p, p
+	r.st.Provider = p
 	r.st.CurrentKey = last.Key
 	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
 	return false

@@ -35,7 +35,7 @@ func (r *run) reconcile() (contract.State, bool) {
 		return contract.Accepted, false
 	}
 	r.explainNotFound(out)
-	if r.v >= versionFailover && r.in.Fallback != "" && sameProvider(r.prov, r.in.Provider) {
+	if r.v >= versionFailover && r.in.Fallback != "" && sameProvider(r.st.Provider, r.in.Provider) {
 		return r.failover(out), false
 	}
 	return contract.AwaitingDecision, false
@@ -51,7 +51,7 @@ func (r *run) searched(out activities.ReconcileOutput) {
 	for _, u := range out.Unsearchable {
 		if u.Uncertain > 1 && !r.st.PossibleDuplicate {
 			r.possibleDuplicate(fmt.Sprintf("%d attempts of %s ended without a certain answer at %s, which cannot be searched by key: each may have sent a message",
-				u.Uncertain, u.Key, r.prov))
+				u.Uncertain, u.Key, r.st.Provider))
 		}
 	}
 }
@@ -62,9 +62,9 @@ func (r *run) explainNotFound(out activities.ReconcileOutput) {
 	case len(out.Messages) > 0:
 		r.st.Reason = fmt.Sprintf("the message failed (%s): a resend is a new message under a new key", r.st.DeliveryStatus)
 	case out.Searched:
-		r.st.Reason = fmt.Sprintf("not found: no message under %s in our ledger or in %s's records", strings.Join(r.provKeys(), ", "), r.prov)
+		r.st.Reason = fmt.Sprintf("not found: no message under %s in our ledger or in %s's records", strings.Join(r.provKeys(), ", "), r.st.Provider)
 	default:
-		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s cannot be searched without a message id", r.prov)
+		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s cannot be searched without a message id", r.st.Provider)
 	}
 	if r.lastSend != "" {
 		r.st.Reason += "; last answer: " + r.lastSend
@@ -113,7 +113,7 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 	out, err := r.lookup(keys)
 	if err != nil {
-		r.note("could not search %s's records for a second message: %s", r.prov, errorMessage(err))
+		r.note("could not search %s's records for a second message: %s", r.st.Provider, errorMessage(err))
 		return false, false
 	}
 	alive = r.adopt(out)
@@ -150,7 +150,7 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 	ctx := workflow.WithActivityOptions(r.ctx, opts)
 	var out activities.ReconcileOutput
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
-		EventKey: r.in.Key, Provider: r.prov, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
+		EventKey: r.in.Key, Provider: r.st.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
 	}).Get(ctx, &out)
 	return out, err
 }
@@ -161,7 +161,7 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 func (r *run) retryReconcile() (found bool) {
 	out, err := r.lookup(r.provKeys())
 	if err != nil {
-		r.note("the search of %s's records failed again (%s); trying again in %s", r.prov, errorMessage(err), r.policy.ReconcileRetry)
+		r.note("the search of %s's records failed again (%s); trying again in %s", r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
 		return false
 	}
 	r.note("reconciled on retry: %s", out.How)

@@ -23,7 +23,7 @@ func (r *run) upsertSearch() {
 	}
 	_ = workflow.UpsertTypedSearchAttributes(r.ctx,
 		contract.StateAttribute.ValueSet(string(r.st.State)),
-		contract.ProviderAttribute.ValueSet(r.prov),
+		contract.ProviderAttribute.ValueSet(r.st.Provider),
 		contract.KeyAttribute.ValueSet(r.in.Key),
 	)
 }
@@ -36,7 +36,7 @@ func (r *run) searchUpToDate() bool {
 	for _, kv := range []struct {
 		key  temporal.SearchAttributeKeyKeyword
 		want string
-	}{{contract.StateAttribute, string(r.st.State)}, {contract.ProviderAttribute, r.prov}, {contract.KeyAttribute, r.in.Key}} {
+	}{{contract.StateAttribute, string(r.st.State)}, {contract.ProviderAttribute, r.st.Provider}, {contract.KeyAttribute, r.in.Key}} {
 		if got, ok := sa.GetKeyword(kv.key); !ok || got != kv.want {
 			return false
 		}

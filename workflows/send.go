@@ -8,7 +8,6 @@ package workflows
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/log"
@@ -58,9 +57,6 @@ type run struct {
 	primary string
 	pending *contract.Decision
 	resends int
-	// prov is the provider the run sends through: Input.Provider, until a
-	// failover or a decision moves the event to another (versionFailover).
-	prov string
 
 	// v is the version of SendSMS this run follows (versions.go).
 	v workflow.Version
@@ -95,7 +91,7 @@ func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.Activ
 		// sendy): the workers poll the queues of the canonical names.
 		name := string(r.req.Provider)
 		if name == "" {
-			name = strings.ToLower(strings.TrimSpace(r.prov))
+			name = canonical(r.st.Provider)
 		}
 		o.TaskQueue = contract.ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, name, purpose)
 	}

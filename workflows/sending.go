@@ -95,7 +95,7 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		r.st.Attempts += int(out.Attempt)
 		if res.Outcome == provider.Replayed {
 			r.st.Replays++
-			r.note("replay: %s answered attempt %d from its replay store with message %s; nothing was sent again", r.prov, out.Attempt, res.MessageID)
+			r.note("replay: %s answered attempt %d from its replay store with message %s; nothing was sent again", r.st.Provider, out.Attempt, res.MessageID)
 		} else {
 			r.note("accepted as message %s on attempt %d", res.MessageID, out.Attempt)
 		}
@@ -109,7 +109,7 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 				r.uncertainSince(out.UncertainSince)
 				if !byKey && res.Outcome == provider.Accepted {
 					r.possibleDuplicate(fmt.Sprintf("%s answered attempt %d with a new message (not a replay) after an attempt of %s without a certain answer; had that attempt taken effect without %s storing its answer, the phone got two messages, and %s cannot be searched by key to tell",
-						r.prov, out.Attempt, r.req.Key, r.prov, r.prov))
+						r.st.Provider, out.Attempt, r.req.Key, r.st.Provider, r.st.Provider))
 				}
 			}
 		}

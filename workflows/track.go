@@ -49,7 +49,7 @@ func (r *run) track() (contract.State, bool) {
 			m, err = r.lookUntilFinal(id, limit, interval)
 			r.lastStatus(err)
 		} else {
-			err = workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.prov, MessageID: id}).Get(ctx, &m)
+			err = workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.st.Provider, MessageID: id}).Get(ctx, &m)
 		}
 		if err != nil {
 			if !notFinalYet(err) {
@@ -97,7 +97,7 @@ func (r *run) lookUntilFinal(id string, limit time.Time, interval time.Duration)
 		},
 	}, contract.PurposeLookup))
 	var m provider.Message
-	err := workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.prov, MessageID: id, UntilFinal: true}).Get(ctx, &m)
+	err := workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.st.Provider, MessageID: id, UntilFinal: true}).Get(ctx, &m)
 	return m, err
 }
 
