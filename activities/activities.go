@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -180,6 +181,8 @@ type PrepareOutput struct {
 	// LedgerID is the identity of the ledger that claimed the event: the
 	// run passes it to every later activity, which refuses another ledger.
 	LedgerID string `json:"ledgerId,omitempty"`
+	// RunID is the run that holds the event after the claim.
+	RunID string `json:"runId,omitempty"`
 }
 
 // Prepare validates the event, plans the request bytes once and claims the
@@ -207,10 +210,16 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	out.Request, out.Policy = req, a.policy(c.Name())
 
 	info := activity.GetInfo(ctx)
+	// The ledger's clock, as for attempts: on a shared ledger no worker's
+	// own clock stands in the record.
+	now, err := a.Ledger.Now(ctx)
+	if err != nil {
+		return out, err // the ledger is down: retry, nothing was sent
+	}
 	claim, err := a.Ledger.Claim(ctx, ledger.Event{
 		Key: string(key), Provider: string(c.Name()), Recipient: to.E164, Sender: req.From, Text: in.Text,
 		Fingerprint: req.Fingerprint(), WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		CreatedAt: a.now(),
+		CreatedAt: now,
 	})
 	var conflict *ledger.ConflictError
 	switch {
@@ -223,7 +232,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	case err != nil:
 		return out, err // the ledger is down: retry, nothing was sent
 	}
-	out.Created, out.LedgerID = claim.Created, a.Ledger.Identity()
+	out.Created, out.LedgerID, out.RunID = claim.Created, a.Ledger.Identity(), claim.Event.RunID
 	out.FirstAttemptAt = claim.Event.FirstAttemptAt
 	if claim.Event.Settled() {
 		e := claim.Event
@@ -264,6 +273,59 @@ func lastUncertain(attempts []ledger.Attempt, selected func(ledger.Attempt) bool
 		}
 	}
 	return last
+}
+
+// RecallInput asks what the ledger holds of an event and one of its keys.
+type RecallInput struct {
+	EventKey string `json:"eventKey"`
+	SendKey  string `json:"sendKey"`
+	// LedgerID is the ledger that claimed the event (PrepareOutput).
+	LedgerID string `json:"ledgerId,omitempty"`
+}
+
+// RecallOutput is the ledger's record of the event's attempts.
+type RecallOutput struct {
+	// FirstAttemptAt is when the first attempt under SendKey began, on
+	// the ledger's clock: the provider's replay window for the key counts
+	// from it. Zero when no attempt under SendKey was ever begun, so
+	// nothing can have reached the provider under it.
+	FirstAttemptAt time.Time `json:"firstAttemptAt"`
+	// Attempts counts the attempts begun under SendKey, in every run.
+	Attempts int `json:"attempts"`
+	// LastUncertainAt is the start of the latest attempt of the event,
+	// under any key and in any run, that ended without a certain answer
+	// or never ended; zero when there is none.
+	LastUncertainAt time.Time `json:"lastUncertainAt"`
+	// SendKeys are every key the event used, in the order first tried.
+	SendKeys []SendKey `json:"sendKeys,omitempty"`
+}
+
+// Recall reads the event's attempts from the ledger: a run asks after a
+// send that ended without an answer that settles it, since the ledger,
+// not the activity's end, says whether an attempt began (a send that
+// never left the task queue made none) and whether one may still take
+// effect.
+func (a *Activities) Recall(ctx context.Context, in RecallInput) (RecallOutput, error) {
+	var out RecallOutput
+	if err := a.checkLedger(in.LedgerID); err != nil {
+		return out, err
+	}
+	attempts, err := a.Ledger.Attempts(ctx, in.EventKey)
+	if err != nil {
+		return out, err
+	}
+	for _, at := range attempts { // oldest first
+		if at.SendKey != in.SendKey {
+			continue
+		}
+		if out.Attempts == 0 || at.StartedAt.Before(out.FirstAttemptAt) {
+			out.FirstAttemptAt = at.StartedAt
+		}
+		out.Attempts++
+	}
+	out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
+	out.SendKeys = sendKeys(attempts)
+	return out, nil
 }
 
 // PlanInput asks for the request of a resend, or of the event at
@@ -538,6 +600,38 @@ type ReconcileOutput struct {
 	// not executed (not executed, rate limited), with no message id: the
 	// proof that the provider sent nothing, from the ledger alone.
 	NotExecutedOnly bool `json:"notExecutedOnly,omitempty"`
+	// NotSent is true when no attempt under the keys can have sent a
+	// message: every one was answered without being executed, rate
+	// limited or rejected, with no message id, or none was ever begun
+	// (a send that never left the task queue). Nothing can be found then,
+	// so a resend needs no search that speaks for the keys.
+	NotSent bool `json:"notSent,omitempty"`
+	// Vanished are message ids of ours (the ledger's or the run's) that
+	// the provider answers "not found" for: each was a message the
+	// provider accepted, so whether it went out is unknown, never proof
+	// that nothing was sent.
+	Vanished []string `json:"vanished,omitempty"`
+}
+
+// notSent reports whether no attempt under the wanted keys can have sent
+// a message.
+func notSent(attempts []ledger.Attempt, want map[string]bool) bool {
+	for _, at := range attempts {
+		if !want[at.SendKey] {
+			continue
+		}
+		switch o := provider.Outcome(at.Outcome); {
+		case at.Open() || at.MessageID != "":
+			return false
+		case o == provider.NotExecuted || o == provider.RateLimited:
+		case o == provider.Rejected && at.HTTPStatus != http.StatusConflict:
+			// A 409 rejection says the key is bound to another request,
+			// which the provider may have sent: not counted as unsent.
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // notExecutedOnly reports whether every attempt under the wanted keys
@@ -567,8 +661,14 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	if err := a.checkLedger(in.LedgerID); err != nil {
 		return ReconcileOutput{}, err
 	}
+	// The search window ends at the ledger's clock, which the attempts'
+	// times were taken from.
+	now, err := a.Ledger.Now(ctx)
+	if err != nil {
+		return ReconcileOutput{}, err
+	}
 	found, err := reconcile.Search(ctx, a.Ledger, c, reconcile.Query{
-		EventKey: in.EventKey, Keys: in.Keys, KnownIDs: in.KnownIDs, Since: in.Since, Now: a.now(),
+		EventKey: in.EventKey, Keys: in.Keys, KnownIDs: in.KnownIDs, Since: in.Since, Now: now,
 	})
 	result := "none"
 	switch {
@@ -594,6 +694,8 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 		Messages: found.Messages, Searched: found.Searched, How: found.How, ByKey: found.ByKey, Unsearchable: found.Unsearchable,
 		LastUncertainAt: lastUncertain(found.Attempts, func(at ledger.Attempt) bool { return want[at.SendKey] }),
 		NotExecutedOnly: notExecutedOnly(found.Attempts, want),
+		NotSent:         notSent(found.Attempts, want),
+		Vanished:        found.Vanished,
 	}, nil
 }
 
@@ -634,6 +736,12 @@ type SettleInput struct {
 	Key, Outcome, Reason, MessageID string
 	// LedgerID is the ledger that claimed the event (PrepareOutput).
 	LedgerID string `json:"ledgerId,omitempty"`
+	// KnownKeys, when CheckKeys is set, are the keys the run knows the
+	// event by: a key with attempts in the ledger that is not among them
+	// (another run of the workflow used it, as before a Temporal reset)
+	// stops the settle, and the run searches it first.
+	KnownKeys []string `json:"knownKeys,omitempty"`
+	CheckKeys bool     `json:"checkKeys,omitempty"`
 }
 
 // SettleOutput is the outcome the ledger holds after the settle: the
@@ -643,6 +751,12 @@ type SettleOutput struct {
 	Reason    string    `json:"reason"`
 	MessageID string    `json:"messageId,omitempty"`
 	SettledAt time.Time `json:"settledAt"`
+	// UnknownKeys, when not empty, are the keys the ledger holds attempts
+	// under that the run did not know: nothing was settled.
+	UnknownKeys []SendKey `json:"unknownKeys,omitempty"`
+	// LastUncertainAt is the start of the latest uncertain attempt of the
+	// event, with UnknownKeys.
+	LastUncertainAt time.Time `json:"lastUncertainAt"`
 }
 
 // Settle records the final outcome in the ledger, so the event is never
@@ -653,7 +767,31 @@ func (a *Activities) Settle(ctx context.Context, in SettleInput) (SettleOutput, 
 	if err := a.checkLedger(in.LedgerID); err != nil {
 		return SettleOutput{}, err
 	}
-	e, err := a.Ledger.Settle(ctx, in.Key, in.Outcome, in.Reason, in.MessageID, a.now())
+	if in.CheckKeys {
+		attempts, err := a.Ledger.Attempts(ctx, in.Key)
+		if err != nil {
+			return SettleOutput{}, err
+		}
+		known := map[string]bool{}
+		for _, k := range in.KnownKeys {
+			known[k] = true
+		}
+		var out SettleOutput
+		for _, k := range sendKeys(attempts) {
+			if !known[k.Key] {
+				out.UnknownKeys = append(out.UnknownKeys, k)
+			}
+		}
+		if len(out.UnknownKeys) > 0 {
+			out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
+			return out, nil
+		}
+	}
+	now, err := a.Ledger.Now(ctx)
+	if err != nil {
+		return SettleOutput{}, err
+	}
+	e, err := a.Ledger.Settle(ctx, in.Key, in.Outcome, in.Reason, in.MessageID, now)
 	if err != nil {
 		return SettleOutput{}, err
 	}

@@ -84,14 +84,20 @@ const (
 	Failed           State = "Failed"
 	Cancelled        State = "Cancelled"
 	Duplicate        State = "Duplicate"
+	// Unconfirmed: the run ended with a message accepted whose delivery
+	// it could not confirm (the tracking limit passed, or the message
+	// turned up only in the last look before the run settled). Runs since
+	// version 6 end so; earlier runs ended Accepted.
+	Unconfirmed State = "Unconfirmed"
 )
 
 // Final reports whether a run in this state has ended. Accepted is final
-// when the run ends with it (delivery not confirmed within the tracking
-// limit); while the run is open it means "sent, tracking delivery".
+// only for runs before version 6 that ended with it (delivery not
+// confirmed); later runs end Unconfirmed instead, so Accepted means "sent,
+// tracking delivery" on every open run.
 func (s State) Final() bool {
 	switch s {
-	case Delivered, Failed, Cancelled, Duplicate:
+	case Delivered, Failed, Cancelled, Duplicate, Unconfirmed:
 		return true
 	}
 	return false
@@ -213,6 +219,12 @@ type Result struct {
 	BlindResends []string `json:"blindResends,omitempty"`
 	// Resends say, for each resend, who decided it and what it was sent on.
 	Resends []Resend `json:"resends,omitempty"`
+	// OutcomeUnknown is true when an attempt of the event ended without a
+	// certain answer and no search could tell whether it sent a message
+	// (the provider cannot be searched for it, or every search failed):
+	// whatever the state says, an SMS may have gone out. Runs since
+	// version 6 set it.
+	OutcomeUnknown bool `json:"outcomeUnknown,omitempty"`
 }
 
 // Resend is one resend decision as it was carried out.

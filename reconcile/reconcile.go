@@ -48,6 +48,11 @@ type Found struct {
 	// Unsearchable are the keys no search can speak for (no list endpoint,
 	// uncertain attempts, no message id).
 	Unsearchable []Unsearchable
+	// Vanished are the ids looked up that the provider answered "not
+	// found" for. Every id asked for is one a provider gave us (the
+	// ledger's, or the caller's known ids, which must be the provider's
+	// own), so each is a message whose fate is unknown.
+	Vanished []string
 }
 
 // Search runs the query against the ledger and the provider. A provider
@@ -89,6 +94,10 @@ func Search(ctx context.Context, led ledger.Ledger, c provider.Client, q Query) 
 		asked[id] = true
 		m, err := c.Get(ctx, id)
 		if errors.Is(err, provider.ErrNotFound) {
+			// The provider gave us this id when it accepted a message, so
+			// a message it can no longer show is one whose fate is
+			// unknown, not one that was never sent.
+			out.Vanished = append(out.Vanished, id)
 			continue
 		}
 		if err != nil {
@@ -98,6 +107,9 @@ func Search(ctx context.Context, led ledger.Ledger, c provider.Client, q Query) 
 		add(m)
 	}
 	out.How = fmt.Sprintf("ledger: %d attempt(s), %d message id(s); looked up %d id(s) at %s", len(attempts), fromLedger, looked, c.Name())
+	if len(out.Vanished) > 0 {
+		out.How += fmt.Sprintf(" (%s cannot find %s)", c.Name(), strings.Join(out.Vanished, ", "))
+	}
 	out.Searched = len(ids) > 0
 	if l, ok := c.(provider.Lister); ok {
 		from, to := q.Since.Add(-ListSlack), q.Now.Add(ListSlack)

@@ -113,6 +113,10 @@ func (r *run) decide(d contract.Decision) error {
 	}
 	r.pending = &d
 	r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)
+	if r.deferred != nil {
+		r.note("this decision replaces the resend decided by %s, which was waiting for a search that succeeds", r.deferred.By)
+		r.deferred = nil
+	}
 	// Metrics through the SDK's handler: not emitted again on replay.
 	workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"action": string(d.Action), "forced": fmt.Sprint(d.Force)}).
 		Counter(name.Decisions).Inc(1)
@@ -134,6 +138,9 @@ func (r *run) ackMessage(d contract.Decision) string {
 	}
 	if d.Force {
 		return "forced resend accepted: the run tries the provider's records once more and sends under the next resend key unless the message is found, even if the search fails (a blind resend)"
+	}
+	if r.nothingForgotten() {
+		return "resend accepted: the run searches the provider's records first, then sends under the next resend key unless a message of the event is found; if the search fails, the resend waits and is carried out once a search succeeds (the timeline says so)"
 	}
 	return "resend accepted: the run reconciles first if the replay window has closed, then sends under the next resend key unless the message is found"
 }
@@ -158,6 +165,12 @@ func (r *run) await() (contract.State, bool) {
 		}
 		if !retry {
 			r.st.DecisionDeadline = time.Time{}
+			if r.deferred != nil {
+				r.st.Reason = fmt.Sprintf("the resend decided by %s (%s) was never carried out: no search of %s's records that could rule out a message succeeded within %s; was: %s",
+					r.deferred.By, r.deferred.Reason, r.st.Provider, r.policy.DecisionDeadline, r.st.Reason)
+				r.note("%s", r.st.Reason)
+				return contract.Failed, false
+			}
 			r.st.Reason = fmt.Sprintf("no decision within %s; was: %s", r.policy.DecisionDeadline, r.st.Reason)
 			r.note("no decision within %s", r.policy.DecisionDeadline)
 			return contract.Failed, false
@@ -165,6 +178,12 @@ func (r *run) await() (contract.State, bool) {
 		if found := r.retryReconcile(); found && r.pending == nil {
 			r.st.DecisionDeadline = time.Time{}
 			return contract.Accepted, false
+		}
+		if r.deferred != nil && r.pending == nil && !r.reconcileFailed {
+			// The search the acknowledged resend waited for succeeded.
+			r.pending, r.deferred = r.deferred, nil
+			r.note("carrying out the resend decided by %s now that a search of %s's records succeeded", r.pending.By, r.st.Provider)
+			break
 		}
 	}
 	r.st.DecisionDeadline = time.Time{}
@@ -211,9 +230,16 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 				r.note("resend not needed: a message of this event is alive; following it instead")
 				return contract.Accepted, false
 			}
-			if r.fixed() && !out.Searched {
+			unsearchable := !out.Searched
+			if r.nothingForgotten() {
+				unsearchable = r.unsearchable
+			}
+			if r.fixed() && unsearchable {
 				if !d.Force {
 					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider)
+					if r.nothingForgotten() {
+						r.st.Reason = fmt.Sprintf("the resend decided by %s is not carried out: %s's records cannot speak for this event (%s), so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider, out.How)
+					}
 					r.note("%s", r.st.Reason)
 					return contract.AwaitingDecision, false
 				}
@@ -229,6 +255,12 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 			r.reconcileFailed = true
 			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
 				d.By, errorMessage(err), r.policy.ReconcileRetry)
+			if r.nothingForgotten() {
+				// Acknowledged, so kept: carried out once a search succeeds.
+				r.deferred = &d
+				r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s and then carries the resend out unless a message of the event is found; decide again to replace it, resend with \"force\": true to send without a search, or cancel",
+					d.By, errorMessage(err), r.policy.ReconcileRetry)
+			}
 			r.note("%s", r.st.Reason)
 			return contract.AwaitingDecision, false
 		}

@@ -470,9 +470,10 @@ func TestAMessageThatLandsAfterACancelIsReported(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, contract.Accepted, res.State)
+	require.Equal(t, contract.Unconfirmed, res.State)
 	require.Contains(t, res.Reason, "message m-1 of the event turned up after the run had ended Cancelled")
-	require.Equal(t, "Accepted", h.settled.Outcome)
+	require.False(t, res.OutcomeUnknown, "the search found the message: its outcome is known")
+	require.Equal(t, "Unconfirmed", h.settled.Outcome)
 	require.Equal(t, "m-1", h.settled.MessageID)
 }
 

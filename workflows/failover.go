@@ -87,6 +87,9 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 	if len(out.Messages) > 0 {
 		return no(fmt.Sprintf("%s holds a message of the event (%s)", r.st.Provider, r.st.DeliveryStatus))
 	}
+	if r.nothingForgotten() && len(out.Vanished) > 0 {
+		return no(fmt.Sprintf("%s accepted message %s of the event and can no longer find it, so whether it went out is unknown", r.st.Provider, strings.Join(out.Vanished, ", ")))
+	}
 	keysHere := strings.Join(r.provKeys(), ", ")
 	var reason, evidence string
 	switch {
@@ -157,6 +160,10 @@ func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error 
 	out, err := r.planMove(p, key, &ledger.Switch{EventKey: r.in.Key, SendKey: string(key), From: from, To: p, By: by, Evidence: evidence, At: workflow.Now(r.ctx)})
 	if err != nil {
 		return fmt.Errorf("the request at %s cannot be planned: %s", p, errorMessage(err))
+	}
+	if r.nothingForgotten() {
+		// One late look at the provider left, before the run settles.
+		r.left = append(r.left, leftLook{Provider: canonical(from), Keys: r.provKeys(), At: r.recheckAt})
 	}
 	r.policy = out.Policy.WithDefaults()
 	r.note("moving from %s to %s under %s (%s): %s", from, p, key, by, evidence)

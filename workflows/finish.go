@@ -25,7 +25,11 @@ func (r *run) fail(reason string) (contract.Result, error) {
 // Failed, each carrying the Result.
 func (r *run) finish() (contract.Result, error) {
 	r.upsertSearch()
-	if r.claimed && r.fixed() {
+	if r.claimed && r.nothingForgotten() {
+		r.lastLook()
+		r.lookAtLeft()
+		r.settleKnown()
+	} else if r.claimed && r.fixed() {
 		r.lastLook()
 		r.settle()
 	} else if r.claimed {
@@ -65,11 +69,106 @@ func (r *run) lastLook() {
 	}
 	alive := r.recheck("before settling")
 	if alive && r.v >= versionLateEffectFirst && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
-		// What was sent stands, whatever was decided before it showed up.
-		r.st.Reason = fmt.Sprintf("message %s of the event turned up after the run had ended %s (%s): the SMS was sent after all", r.primary, r.st.State, r.st.Reason)
-		r.st.State = contract.Accepted
-		r.note("%s", r.st.Reason)
+		r.turnedUp(r.primary)
 	}
+}
+
+// turnedUp makes a run that ended Cancelled or Failed say that message
+// id of the event turned up after all: what was sent stands, whatever
+// was decided before it showed up.
+func (r *run) turnedUp(id string) {
+	r.st.Reason = fmt.Sprintf("message %s of the event turned up after the run had ended %s (%s): the SMS was sent after all", id, r.st.State, r.st.Reason)
+	r.st.State = contract.Accepted
+	if r.nothingForgotten() {
+		r.st.State = contract.Unconfirmed // closed, delivery not followed
+		r.st.OutcomeUnknown = false
+	}
+	r.note("%s", r.st.Reason)
+}
+
+// leftLook is a provider the run moved away from: its keys, and when its
+// last uncertain attempt can no longer take effect (zero if none).
+type leftLook struct {
+	Provider string
+	Keys     []string
+	At       time.Time
+}
+
+// lookAtLeft looks once more at each provider the run moved away from,
+// for a message that landed there late: with the message at the provider
+// in use, it is a second one.
+func (r *run) lookAtLeft() {
+	for _, l := range r.left {
+		if wait := l.At.Sub(workflow.Now(r.ctx)); wait > 0 {
+			r.note("waiting until %s before the last look at %s: an attempt there could take effect until then", l.At.UTC().Format(time.RFC3339), l.Provider)
+			_ = workflow.Sleep(r.ctx, wait)
+		}
+		out, err := r.lookupAt(l.Provider, l.Keys)
+		if err != nil {
+			r.reconcileFailed = true
+			r.note("the last look at %s, which the run moved away from, failed (%s): a message there cannot be ruled out", l.Provider, errorMessage(err))
+			continue
+		}
+		r.note("the last look at %s, which the run moved away from: %s", l.Provider, out.How)
+		if (!out.Searched && !out.NotSent) || len(out.Vanished) > 0 {
+			r.unsearchable = true
+		}
+		for _, m := range out.Messages {
+			r.addMessageAt(m.ID, l.Provider)
+			r.note("found message %s at %s (status %s)", m.ID, l.Provider, m.Status)
+			r.seen(m.ID, m.Status)
+			if !m.Status.Failed() && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
+				r.turnedUp(m.ID)
+			}
+		}
+	}
+	r.left = nil
+}
+
+// settleKnown settles the event, once the ledger holds no key of it that
+// the run does not know. Another run of the workflow (the one a Temporal
+// reset replaced) may have sent under keys this run never saw: those are
+// searched first, and what turns up there stands.
+func (r *run) settleKnown() {
+	for i := 0; ; i++ {
+		if r.st.State == contract.Cancelled || r.st.State == contract.Failed {
+			r.unknownOutcome()
+		}
+		out, ok := r.settleChecked(i < 3)
+		if ok {
+			return
+		}
+		var names []string
+		for _, k := range out.UnknownKeys {
+			names = append(names, k.Key)
+		}
+		r.note("the ledger holds attempts under %s, which this run did not know (another run of the workflow made them, as before a reset): searching them before the run settles", strings.Join(names, ", "))
+		r.learnKeys(out.UnknownKeys)
+		r.uncertainSince(out.LastUncertainAt)
+		if r.recheckAt.IsZero() {
+			r.recheckAt = workflow.Now(r.ctx)
+		}
+		r.rechecked = false
+		for _, k := range out.UnknownKeys {
+			if p := r.providerOf(k.Key); !sameProvider(p, r.st.Provider) {
+				r.left = append(r.left, leftLook{Provider: canonical(p), Keys: []string{k.Key}, At: r.recheckAt})
+			}
+		}
+		r.lastLook()
+		r.lookAtLeft()
+	}
+}
+
+// unknownOutcome makes a Cancelled or Failed run say that an SMS may have
+// gone out, where an attempt ended without a certain answer and no search
+// could tell: support must not read "Cancelled" as "nothing was sent".
+func (r *run) unknownOutcome() {
+	if r.st.OutcomeUnknown || !(r.reconcileFailed || r.unsearchable) || len(r.live) > 0 {
+		return
+	}
+	r.st.OutcomeUnknown = true
+	r.st.Reason += "; the outcome is unknown: an attempt ended without a certain answer and no search of the provider's records could tell whether it sent the SMS, so one may have gone out"
+	r.note("outcome unknown: an SMS of the event may have gone out (no search could rule it out)")
 }
 
 // settle records the outcome in the ledger, retried until it is written;
@@ -77,17 +176,45 @@ func (r *run) lastLook() {
 // than let it end as if the outcome were recorded. The first settle of an
 // event wins: a different outcome already stored is noted.
 func (r *run) settle() {
-	defer func() {
-		mh := workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": r.st.Provider})
-		mh.WithTags(map[string]string{"state": string(r.st.State)}).Counter(name.Settled).Inc(1)
-		switch {
-		case r.st.DuplicateSend:
-			mh.WithTags(map[string]string{"kind": "proven"}).Counter(name.Duplicates).Inc(1)
-		case r.st.PossibleDuplicate:
-			mh.WithTags(map[string]string{"kind": "possible"}).Counter(name.Duplicates).Inc(1)
-		}
-	}()
-	opts := workflow.ActivityOptions{
+	defer r.countSettled()
+	var out activities.SettleOutput
+	err := r.ledgerStep("Settle", settleOptions(), a.Settle, activities.SettleInput{
+		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
+	}, &out)
+	r.settled(out, err)
+}
+
+// countSettled counts the run's settle, and a duplicate it reports.
+func (r *run) countSettled() {
+	mh := workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": r.st.Provider})
+	mh.WithTags(map[string]string{"state": string(r.st.State)}).Counter(name.Settled).Inc(1)
+	switch {
+	case r.st.DuplicateSend:
+		mh.WithTags(map[string]string{"kind": "proven"}).Counter(name.Duplicates).Inc(1)
+	case r.st.PossibleDuplicate:
+		mh.WithTags(map[string]string{"kind": "possible"}).Counter(name.Duplicates).Inc(1)
+	}
+}
+
+// settleChecked is settle for runs since versionNothingForgotten: with
+// check, the ledger refuses the settle while it holds keys of the event
+// the run does not know, and ok is false with those keys in out.
+func (r *run) settleChecked(check bool) (out activities.SettleOutput, ok bool) {
+	err := r.ledgerStep("Settle", settleOptions(), a.Settle, activities.SettleInput{
+		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
+		KnownKeys: r.st.KeysUsed, CheckKeys: check,
+	}, &out)
+	if err == nil && len(out.UnknownKeys) > 0 {
+		return out, false
+	}
+	defer r.countSettled()
+	r.settled(out, err)
+	return out, true
+}
+
+// settleOptions retry a settle for a day.
+func settleOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 24 * time.Hour,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -95,10 +222,10 @@ func (r *run) settle() {
 			MaximumAttempts: 24 * 12, // the day bounds it; explicit for the SDK's test environment
 		},
 	}
-	var out activities.SettleOutput
-	err := r.ledgerStep("Settle", opts, a.Settle, activities.SettleInput{
-		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
-	}, &out)
+}
+
+// settled reads the answer of a settle.
+func (r *run) settled(out activities.SettleOutput, err error) {
 	switch {
 	case err != nil:
 		was := r.st.State

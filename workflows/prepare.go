@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,23 +68,18 @@ func (r *run) prepare() (ended bool) {
 // resend keys join KeysUsed (so reconciliation searches them all and the
 // next resend takes a number never used), and the last key is the one
 // the run goes on with, its window counted from its own first attempt.
+// Keys the run already knows are skipped, so a run that takes the event
+// over from another run (takeOver) uses it too.
 func (r *run) resume(used []activities.SendKey) (ended bool) {
 	if len(used) == 0 {
 		return false
 	}
-	r.eventStart = used[0].FirstAttemptAt
-	for _, k := range used {
-		if k.Key == r.in.Key {
-			continue
-		}
-		if _, n, ok := keys.SplitResend(keys.Key(k.Key)); ok {
-			r.resends = max(r.resends, n)
-			r.st.ResendKeys = append(r.st.ResendKeys, k.Key)
-		}
-		r.st.KeysUsed = append(r.st.KeysUsed, k.Key)
+	if !r.nothingForgotten() || r.eventStart.IsZero() || used[0].FirstAttemptAt.Before(r.eventStart) {
+		r.eventStart = used[0].FirstAttemptAt
 	}
+	r.learnKeys(used)
 	last := used[len(used)-1]
-	if last.Key == r.in.Key {
+	if last.Key == r.st.CurrentKey {
 		return false
 	}
 	// The key names its provider (keys.Via): an earlier run may have
@@ -111,6 +107,102 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	r.st.CurrentKey = last.Key
 	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
 	return false
+}
+
+// learnKeys adds the keys of used that the run does not know to
+// KeysUsed (and ResendKeys), so searches cover them and the next resend
+// takes a number never used. It reports whether there were any.
+func (r *run) learnKeys(used []activities.SendKey) (learnt bool) {
+	for _, k := range used {
+		if slices.Contains(r.st.KeysUsed, k.Key) {
+			continue
+		}
+		learnt = true
+		if _, n, ok := keys.SplitResend(keys.Key(k.Key)); ok {
+			r.resends = max(r.resends, n)
+			r.st.ResendKeys = append(r.st.ResendKeys, k.Key)
+		}
+		r.st.KeysUsed = append(r.st.KeysUsed, k.Key)
+	}
+	return learnt
+}
+
+// recall asks the ledger what it holds of the event and of key (a
+// ledger step, retried until the ledger answers).
+func (r *run) recall(key string) activities.RecallOutput {
+	var out activities.RecallOutput
+	if err := r.ledgerStep("Recall", planOptions(), a.Recall, activities.RecallInput{
+		EventKey: r.in.Key, SendKey: key, LedgerID: r.ledgerID,
+	}, &out); err != nil {
+		// Only an invalid input ends the retries, and this one is built
+		// by the run: take the worst case, an attempt that began now.
+		r.note("could not read the event's attempts from the ledger (%s): taking the last attempt as uncertain", errorMessage(err))
+		out.LastUncertainAt, out.FirstAttemptAt, out.Attempts = workflow.Now(r.ctx), r.sendStart, 1
+	}
+	return out
+}
+
+// takeOver makes this run the event's holder in the ledger when another
+// run of its workflow holds it: the run was reset (Temporal starts a new
+// run of the same workflow id, which replays the earlier run's claim) or
+// continues another. Only one run of a workflow id is open at a time, and
+// this one is, so the holder has ended. The claim is made again in this
+// run's name, and the run carries on with every key and attempt the event
+// already had. It returns the next state.
+func (r *run) takeOver(why string) contract.State {
+	r.takeovers++
+	if r.takeovers > 3 {
+		r.claimed = false
+		r.st.Reason = "the event's holder in the ledger changed again after this run took it over three times: " + why + "; check the event with smsctl audit before starting it again"
+		r.note("%s", r.st.Reason)
+		return contract.Failed
+	}
+	r.note("another run of this workflow holds the event in the ledger (%s): this run was reset or continues that run, which has ended; taking the event over with every key and attempt it already had", why)
+	var out activities.PrepareOutput
+	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, activities.PrepareInput{
+		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text, Fallback: r.in.Fallback,
+	}, &out)
+	failed := ""
+	switch {
+	case err != nil:
+		failed = "the event cannot be taken over: " + errorMessage(err)
+	case out.Conflict != "":
+		failed = out.Conflict
+	case out.Settled != nil:
+		// The earlier run settled the event: whatever it sent stands.
+		e := out.Settled
+		r.claimed = false
+		if e.MessageID != "" {
+			r.addMessage(e.MessageID)
+		}
+		r.st.Reason = fmt.Sprintf("duplicate: an earlier run of this workflow already settled the event as %s on %s (%s); nothing sent again",
+			e.Outcome, e.SettledAt.UTC().Format(time.RFC3339), e.Reason)
+		r.note("%s", r.st.Reason)
+		return contract.Duplicate
+	}
+	if failed != "" {
+		r.claimed = false
+		r.st.Reason = failed
+		r.note("%s", r.st.Reason)
+		return contract.Failed
+	}
+	r.claimed = true
+	r.uncertainSince(out.LastUncertainAt)
+	if ended := r.resume(out.SendKeys); ended {
+		return contract.Failed
+	}
+	r.note("took the event over: keys %s, carrying on with %s", strings.Join(r.st.KeysUsed, ", "), r.st.CurrentKey)
+	// The current key's window counts from its first attempt in any run.
+	r.sendStart = time.Time{}
+	for _, k := range out.SendKeys {
+		if k.Key == r.st.CurrentKey {
+			r.sendStart = k.FirstAttemptAt
+		}
+	}
+	if !r.sendStart.IsZero() && !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget())) {
+		return contract.Reconciling
+	}
+	return contract.Sending
 }
 
 // uncertainSince notes an attempt that ended without a certain answer and

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ func (r *run) reconcile() (contract.State, bool) {
 	if r.v >= versionFailover && r.in.Fallback != "" && sameProvider(r.st.Provider, r.in.Provider) {
 		return r.failover(out), false
 	}
+	if r.nothingForgotten() && out.NotSent && len(out.Vanished) == 0 && !r.recheckPending() {
+		r.note("nothing under %s can have reached %s: no attempt that could send ever began; a plain resend is safe", strings.Join(r.provKeys(), ", "), r.st.Provider)
+	}
 	return contract.AwaitingDecision, false
 }
 
@@ -47,6 +51,14 @@ func (r *run) searched(out activities.ReconcileOutput) {
 		return
 	}
 	r.reconcileFailed, r.unsearchable = false, !out.Searched
+	if r.nothingForgotten() {
+		// Nothing to find where nothing can have been sent; a message of
+		// ours the provider cannot find is one whose fate is unknown.
+		r.unsearchable = (!out.Searched && !out.NotSent) || len(out.Vanished) > 0
+		for _, id := range out.Vanished {
+			r.addMessageAt(id, r.st.Provider)
+		}
+	}
 	r.uncertainSince(out.LastUncertainAt)
 	for _, u := range out.Unsearchable {
 		if u.Uncertain > 1 && !r.st.PossibleDuplicate {
@@ -59,8 +71,12 @@ func (r *run) searched(out activities.ReconcileOutput) {
 // explainNotFound sets the reason of a run that found no live message.
 func (r *run) explainNotFound(out activities.ReconcileOutput) {
 	switch {
+	case r.nothingForgotten() && len(out.Vanished) > 0:
+		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s accepted message %s of the event but can no longer find it, so whether it went out cannot be told", r.st.Provider, strings.Join(out.Vanished, ", "))
 	case len(out.Messages) > 0:
 		r.st.Reason = fmt.Sprintf("the message failed (%s): a resend is a new message under a new key", r.st.DeliveryStatus)
+	case r.nothingForgotten() && !out.Searched && out.NotSent:
+		r.st.Reason = fmt.Sprintf("not sent: no attempt under %s can have reached %s (none began, or each was answered without being executed)", strings.Join(r.provKeys(), ", "), r.st.Provider)
 	case out.Searched:
 		r.st.Reason = fmt.Sprintf("not found: no message under %s in our ledger or in %s's records", strings.Join(r.provKeys(), ", "), r.st.Provider)
 	default:
@@ -104,7 +120,53 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 			r.note("proven duplicate send: %d accepted message ids for key %s (%s); the key could not prevent it (the provider did not store its answer, or its lock expired mid-send)", n, k, strings.Join(r.st.MessageIDs, ", "))
 		}
 	}
+	if r.nothingForgotten() {
+		for _, m := range out.Messages {
+			r.seen(m.ID, m.Status)
+		}
+	}
 	return alive
+}
+
+// addMessageAt records a message id and the provider that gave it.
+func (r *run) addMessageAt(id, p string) {
+	r.addMessage(id)
+	if r.idAt == nil {
+		r.idAt = map[string]string{}
+	}
+	if _, ok := r.idAt[id]; !ok {
+		r.idAt[id] = canonical(p)
+	}
+}
+
+// knownIDs are the message ids provider p gave the run, in order.
+func (r *run) knownIDs(p string) []string {
+	var out []string
+	for _, id := range r.st.MessageIDs {
+		if at, ok := r.idAt[id]; !ok || at == canonical(p) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// seen records a message's status as a provider reported it: a message
+// that is not failed is live. More than one live message of the event,
+// under any of its keys and at any provider, means the phone may get
+// the SMS twice: a proven duplicate, reported as such.
+func (r *run) seen(id string, s provider.Status) {
+	i := slices.Index(r.live, id)
+	switch {
+	case s.Failed() && i >= 0:
+		r.live = slices.Delete(r.live, i, i+1)
+	case !s.Failed() && i < 0:
+		r.live = append(r.live, id)
+	}
+	if len(r.live) > 1 && !r.st.DuplicateSend {
+		r.st.DuplicateSend = true
+		r.note("proven duplicate send: %d messages of the event are alive (%s) under the keys %s; a person decides whether to tell the customer",
+			len(r.live), strings.Join(r.live, ", "), strings.Join(r.st.KeysUsed, ", "))
+	}
 }
 
 // lookForDuplicates searches the provider's records for the given keys
@@ -114,7 +176,13 @@ func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 	out, err := r.lookup(keys)
 	if err != nil {
 		r.note("could not search %s's records for a second message: %s", r.st.Provider, errorMessage(err))
+		if r.nothingForgotten() {
+			r.reconcileFailed = true // the look is owed: the result says so if it stays so
+		}
 		return false, false
+	}
+	if r.nothingForgotten() {
+		r.searched(out)
 	}
 	alive = r.adopt(out)
 	return out.ByKey, alive
@@ -147,10 +215,36 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 		// budget runs while it waits.
 		opts.Priority = temporal.Priority{PriorityKey: reconcilePriority}
 	}
+	known := r.st.MessageIDs
+	if r.nothingForgotten() {
+		known = r.knownIDs(r.st.Provider)
+	}
 	ctx := workflow.WithActivityOptions(r.ctx, opts)
 	var out activities.ReconcileOutput
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
-		EventKey: r.in.Key, Provider: r.st.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
+		EventKey: r.in.Key, Provider: r.st.Provider, Keys: keys, KnownIDs: known, Since: r.eventStart, LedgerID: r.ledgerID,
+	}).Get(ctx, &out)
+	if err == nil && r.nothingForgotten() {
+		for _, m := range out.Messages {
+			r.addMessageAt(m.ID, r.st.Provider)
+		}
+	}
+	return out, err
+}
+
+// lookupAt searches provider p's records for keys, with the ids p gave
+// the run: a late look at a provider the run moved away from.
+func (r *run) lookupAt(p string, keys []string) (activities.ReconcileOutput, error) {
+	opts := r.onQueueOf(workflow.ActivityOptions{
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: r.policy.ReconcileBudget,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		Priority:               temporal.Priority{PriorityKey: reconcilePriority},
+	}, p, contract.PurposeLookup)
+	ctx := workflow.WithActivityOptions(r.ctx, opts)
+	var out activities.ReconcileOutput
+	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
+		EventKey: r.in.Key, Provider: p, Keys: keys, KnownIDs: r.knownIDs(p), Since: r.eventStart, LedgerID: r.ledgerID,
 	}).Get(ctx, &out)
 	return out, err
 }
@@ -168,6 +262,10 @@ func (r *run) retryReconcile() (found bool) {
 	r.searched(out)
 	if r.adopt(out) {
 		r.note("a message of the event is alive: following it")
+		if r.deferred != nil {
+			r.note("the resend decided by %s is not needed: a message of the event is alive", r.deferred.By)
+			r.deferred = nil
+		}
 		return true
 	}
 	r.explainNotFound(out)

@@ -77,10 +77,34 @@ type run struct {
 	// ledgerID is the ledger that claimed the event; every later activity
 	// refuses to work against another.
 	ledgerID string
+
+	// Since versionNothingForgotten:
+	// deferred is a resend a person decided (and was told was accepted)
+	// that waits for a search of the provider's records that succeeds.
+	deferred *contract.Decision
+	// live are the ids of the event's messages last seen alive (accepted,
+	// not failed), under any key at any provider, in the order found.
+	live []string
+	// idAt is the provider that gave each message id: a search gives a
+	// provider only its own ids.
+	idAt map[string]string
+	// left are the providers the run moved away from, each due one late
+	// look before the run settles.
+	left []leftLook
+	// takeovers counts the times the run took the event over from
+	// another run of its workflow.
+	takeovers int
+	// notSentLoops counts the windows that ended with no attempt begun
+	// under the key (the send never left the task queue).
+	notSentLoops int
 }
 
 // fixed reports whether the run follows versionNoSilentDuplicates.
 func (r *run) fixed() bool { return r.v >= versionNoSilentDuplicates }
+
+// nothingForgotten reports whether the run follows
+// versionNothingForgotten.
+func (r *run) nothingForgotten() bool { return r.v >= versionNothingForgotten }
 
 // onQueue puts the provider's activities of one purpose on the
 // provider's own task queue beside the run's (runs since
@@ -95,6 +119,13 @@ func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.Activ
 		}
 		o.TaskQueue = contract.ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, name, purpose)
 	}
+	return o
+}
+
+// onQueueOf is onQueue for the activities of provider p, which may be
+// another than the one in use (a late look at a provider the run left).
+func (r *run) onQueueOf(o workflow.ActivityOptions, p, purpose string) workflow.ActivityOptions {
+	o.TaskQueue = contract.ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, canonical(p), purpose)
 	return o
 }
 

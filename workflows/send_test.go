@@ -45,6 +45,13 @@ type harness struct {
 	settled *activities.SettleInput
 	// settleErr, when set, is what every Settle returns.
 	settleErr error
+	// recall, when set, answers Recall; by default the ledger holds the
+	// mocked sends under their keys, none of them uncertain.
+	recall func(in activities.RecallInput) activities.RecallOutput
+	// settles are every Settle asked for, refused ones included.
+	settles []activities.SettleInput
+	// settleUnknown, when set, answers the first checked Settle.
+	settleUnknown *activities.SettleOutput
 }
 
 func newHarness(t *testing.T) *harness {
@@ -59,13 +66,35 @@ func newHarness(t *testing.T) *harness {
 	env.OnActivity(a.Settle, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) (activities.SettleOutput, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		h.settles = append(h.settles, in)
 		if h.settleErr != nil {
 			return activities.SettleOutput{}, h.settleErr
+		}
+		if u := h.settleUnknown; u != nil && in.CheckKeys {
+			h.settleUnknown = nil
+			return *u, nil
 		}
 		if h.settled == nil {
 			h.settled = &in // the first settle wins, as in the ledger
 		}
 		return activities.SettleOutput{Outcome: h.settled.Outcome, Reason: h.settled.Reason, MessageID: h.settled.MessageID}, nil
+	}).Maybe()
+	env.OnActivity(a.Recall, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.RecallInput) (activities.RecallOutput, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.recall != nil {
+			return h.recall(in), nil
+		}
+		var out activities.RecallOutput
+		for i, s := range h.sends {
+			if s.Request.Key == in.SendKey {
+				if out.Attempts == 0 {
+					out.FirstAttemptAt = h.start.Add(h.sendAt[i])
+				}
+				out.Attempts++
+			}
+		}
+		return out, nil
 	}).Maybe()
 	return h
 }
@@ -275,10 +304,12 @@ func TestTrackingEndsAtTheLimitWithTheLastStatusSeen(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, contract.Accepted, res.State)
+	// Since version 6 a closed run that could not confirm delivery is
+	// Unconfirmed, a state of its own: Accepted is only ever an open run.
+	require.Equal(t, contract.Unconfirmed, res.State)
 	require.Contains(t, h.query().Reason, "delivery not confirmed within 3m0s (last status sent)")
 	require.True(t, timelineHas(h.query(), "message m-1 is sent"))
-	require.Equal(t, "Accepted", h.settled.Outcome)
+	require.Equal(t, "Unconfirmed", h.settled.Outcome)
 	require.GreaterOrEqual(t, lookups, 3)
 	require.WithinDuration(t, h.start.Add(3*time.Minute), h.env.Now(), 30*time.Second)
 }
@@ -669,7 +700,7 @@ func TestUncertainAttemptsLeadToADuplicateSearch(t *testing.T) {
 	require.True(t, timelineHas(h.query(), "proven duplicate send: 2 accepted message ids for key "+key))
 }
 
-func TestTrackingLimitEndsAccepted(t *testing.T) {
+func TestTrackingLimitEndsUnconfirmed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
@@ -680,8 +711,10 @@ func TestTrackingLimitEndsAccepted(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	require.Equal(t, contract.Accepted, res.State)
+	require.Equal(t, contract.Unconfirmed, res.State)
+	require.True(t, res.State.Final())
 	require.Contains(t, res.Reason, "delivery not confirmed within 24h0m0s")
+	require.Equal(t, "Unconfirmed", h.settled.Outcome)
 	require.WithinDuration(t, h.start.Add(24*time.Hour), h.env.Now(), time.Minute)
 }
 

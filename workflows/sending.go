@@ -102,6 +102,10 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		r.addMessage(res.MessageID)
 		r.primary = res.MessageID
 		r.st.DeliveryStatus = string(res.Status)
+		if r.nothingForgotten() {
+			r.addMessageAt(res.MessageID, r.st.Provider)
+			r.seen(res.MessageID, res.Status)
+		}
 		if out.Uncertain {
 			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.req.Key)
 			byKey, _ := r.lookForDuplicates([]string{r.req.Key})
@@ -123,11 +127,17 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		case activities.ErrRejected, activities.ErrKeyConflict, activities.ErrInvalidRequest:
 			r.st.Reason = appErr.Message()
 			r.note("rejected, not retried: %s", appErr.Message())
+			if r.nothingForgotten() {
+				return r.rejected(appErr.Message()), false
+			}
 			return contract.Failed, false
 		case activities.ErrWindowClosed:
 			r.note("%s", appErr.Message())
 			return contract.Reconciling, false
 		case activities.ErrFenced:
+			if r.nothingForgotten() {
+				return r.takeOver(appErr.Message()), false
+			}
 			// A later run holds the event: this one sends nothing more,
 			// and leaves the settle to that run.
 			r.claimed = false
@@ -137,12 +147,110 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		}
 	}
 	r.lastSend = errorMessage(err)
+	if r.nothingForgotten() {
+		return r.unsettled(), false
+	}
 	if windowRanOut(err) {
 		r.note("the replay window of %s (minus margin) ran out with the outcome unknown; last answer: %s", r.req.Key, r.lastSend)
 	} else {
 		r.note("the send ended with the outcome unknown (%s): reconciling", r.lastSend)
 	}
 	return contract.Reconciling, false
+}
+
+// maxNotSentWindows bounds the windows a run spends on a key whose send
+// never began (it waited in the task queue every time) before it asks a
+// person.
+const maxNotSentWindows = 3
+
+// unsettled reads a send that ended without an answer that settles it
+// (the retries ran out of the window, the activity timed out, or waited
+// in the task queue until its budget ended) from the ledger, which holds
+// every attempt that began: none means nothing reached the provider, and
+// the key's replay window starts with its first attempt, not with the
+// run's; an attempt that may still take effect arms the late look, so
+// the run looks for its message before it settles, whatever else fails.
+func (r *run) unsettled() contract.State {
+	rec := r.recall(r.req.Key)
+	r.uncertainSince(rec.LastUncertainAt)
+	if rec.Attempts == 0 {
+		r.notSentLoops++
+		r.sendStart = time.Time{}
+		if r.notSentLoops >= maxNotSentWindows {
+			r.unsearchable, r.reconcileFailed = false, false
+			r.st.Reason = fmt.Sprintf("not sent: no attempt under %s ever began in %d tries of its window (the send waited in the task queue: %s); nothing reached %s, so a plain resend is safe, or cancel",
+				r.req.Key, r.notSentLoops, r.lastSend, r.st.Provider)
+			r.note("%s", r.st.Reason)
+			return contract.AwaitingDecision
+		}
+		r.note("no attempt under %s began (last: %s): the send never left the task queue, so nothing reached %s; sending again, its replay window counted from its first attempt",
+			r.req.Key, r.lastSend, r.st.Provider)
+		return contract.Sending
+	}
+	r.notSentLoops = 0
+	if rec.FirstAttemptAt.After(r.sendStart) {
+		// The provider's window for the key began with its first attempt,
+		// not when the run first asked for one.
+		r.sendStart = rec.FirstAttemptAt
+	}
+	if left := r.sendStart.Add(r.policy.SendBudget()).Sub(workflow.Now(r.ctx)); left > r.policy.AttemptTimeout+activities.AttemptSlack {
+		r.note("the send of %s ended with the outcome unknown (%s), but its replay window, counted from its first attempt at %s, is open until %s: trying again with the same key and bytes",
+			r.req.Key, r.lastSend, r.sendStart.UTC().Format(time.RFC3339), r.sendStart.Add(r.policy.SendBudget()).UTC().Format(time.RFC3339))
+		return contract.Sending
+	}
+	r.note("the replay window of %s (minus margin) ran out with the outcome unknown; last answer: %s", r.req.Key, r.lastSend)
+	return contract.Reconciling
+}
+
+// rejected ends a send the provider refused. Where an earlier attempt of
+// the event ended without a certain answer, the refusal says nothing
+// about it: the run searches once that attempt can no longer take
+// effect, follows a message it finds, and where no search can tell,
+// awaits a decision with the outcome unknown instead of ending Failed.
+func (r *run) rejected(reason string) contract.State {
+	rec := r.recall(r.req.Key)
+	r.uncertainSince(rec.LastUncertainAt)
+	if !r.recheckPending() {
+		return contract.Failed
+	}
+	r.setState(contract.Reconciling)
+	r.note("an earlier attempt of the event ended without a certain answer and may have sent the SMS: searching %s's records once it can no longer take effect, before the run ends", r.st.Provider)
+	out, err := r.lateLook()
+	switch {
+	case err != nil:
+		r.reconcileFailed = true
+		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and the search of %s's records failed (%s); the run searches again every %s",
+			reason, r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
+		r.note("%s", r.st.Reason)
+		return contract.AwaitingDecision
+	case r.adopt(out):
+		r.note("a message of the event is alive after all: following it")
+		return contract.Accepted
+	case r.unsearchable:
+		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and %s", reason, out.How)
+		r.note("%s", r.st.Reason)
+		return contract.AwaitingDecision
+	}
+	r.st.Reason = fmt.Sprintf("%s; a search of %s's records after every attempt could take effect found no message of the event", reason, r.st.Provider)
+	r.note("%s", r.st.Reason)
+	return contract.Failed
+}
+
+// lateLook waits until every uncertain attempt can no longer take effect,
+// then searches the provider's records for every key: the look that
+// counts as the late one.
+func (r *run) lateLook() (activities.ReconcileOutput, error) {
+	if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+		r.note("waiting until %s: an attempt without a certain answer could take effect until then", r.recheckAt.UTC().Format(time.RFC3339))
+		_ = workflow.Sleep(r.ctx, wait)
+	}
+	r.rechecked = true
+	out, err := r.lookup(r.provKeys())
+	if err == nil {
+		r.note("reconciled: %s", out.How)
+		r.searched(out)
+	}
+	return out, err
 }
 
 // countFailed adds the attempts of a send that failed to the count.

@@ -24,11 +24,31 @@ func (r *run) track() (contract.State, bool) {
 	}, contract.PurposeLookup))
 	limit := workflow.Now(r.ctx).Add(r.policy.TrackingLimit)
 	interval := r.policy.StatusPollInitial
+	if r.nothingForgotten() {
+		// The answer that accepted the message (a replay carries the
+		// message's status) or the search that found it may already
+		// say how it ended.
+		switch s := provider.Status(r.st.DeliveryStatus); {
+		case s == provider.StatusDelivered:
+			r.st.Reason = fmt.Sprintf("delivered as message %s", id)
+			return contract.Delivered, false
+		case s.Failed():
+			r.deliveryFailed = true
+			r.seen(id, s)
+			r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, s)
+			return contract.AwaitingDecision, false
+		}
+	}
 	for {
 		left := limit.Sub(workflow.Now(r.ctx))
 		if left <= 0 {
 			r.st.Reason = fmt.Sprintf("accepted as message %s; delivery not confirmed within %s (last status %s)", id, r.policy.TrackingLimit, r.st.DeliveryStatus)
 			r.note("%s", r.st.Reason)
+			if r.nothingForgotten() {
+				// Its own state: a closed run, unlike Accepted, which an
+				// open run has while it tracks delivery.
+				return contract.Unconfirmed, false
+			}
 			return contract.Accepted, true
 		}
 		wait := min(interval, left)
@@ -67,6 +87,9 @@ func (r *run) track() (contract.State, bool) {
 			return contract.Delivered, false
 		case m.Status.Failed():
 			r.deliveryFailed = true
+			if r.nothingForgotten() {
+				r.seen(id, m.Status)
+			}
 			r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, m.Status)
 			return contract.AwaitingDecision, false
 		}

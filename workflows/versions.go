@@ -44,6 +44,25 @@ const (
 	// the late-effect horizon found none. A resend may name a provider.
 	// Searches cover the keys of the provider in use.
 	versionFailover workflow.Version = 5
+	// versionNothingForgotten: an uncertain attempt keeps its weight
+	// whatever follows it. The ledger, not the activity's end, says
+	// whether a send began (one that never left the task queue sent
+	// nothing, and its key's window starts with its first attempt) and
+	// whether an attempt may still take effect, which arms the late look
+	// even when every search failed; a rejection after an uncertain
+	// attempt searches before the run ends. An acknowledged resend that
+	// waits for a search is carried out once one succeeds. More than one
+	// live message of the event, under any keys, is a duplicate; a run
+	// that moved looks once more at the provider it left; searches give a
+	// provider only its own message ids, and an id of ours it cannot
+	// find is an unknown outcome. A run that finds another run of its
+	// workflow holding the event (a Temporal reset) takes it over with
+	// every key the ledger holds, and the settle refuses keys the run
+	// does not know. A final status in the accepting answer is taken as
+	// such; a run ends Unconfirmed (not Accepted) when it cannot confirm
+	// delivery, and a Cancelled or Failed run whose attempts no search
+	// could resolve says that an SMS may have gone out.
+	versionNothingForgotten workflow.Version = 6
 	// latestVersion is what new runs follow.
-	latestVersion = versionFailover
+	latestVersion = versionNothingForgotten
 )
