@@ -151,6 +151,10 @@ func (r *run) ackMessage(d contract.Decision) string {
 // decision, before anything that yields, so a second one is refused.
 func (r *run) await() (contract.State, bool) {
 	r.st.DecisionDeadline = workflow.Now(r.ctx).Add(r.policy.DecisionDeadline)
+	if r.nothingForgotten() && r.deferred != nil && !r.deferredUntil.IsZero() {
+		// Waiting for a search does not extend the decision's deadline.
+		r.st.DecisionDeadline = r.deferredUntil
+	}
 	r.note("awaiting a decision until %s: signal %q or %q with {\"reason\": \"...\", \"by\": \"...\"}",
 		r.st.DecisionDeadline.Format(time.RFC3339), contract.SignalResend, contract.SignalCancel)
 	decided := func() bool { return r.pending != nil }
@@ -180,12 +184,15 @@ func (r *run) await() (contract.State, bool) {
 			return contract.Accepted, false
 		}
 		if r.deferred != nil && r.pending == nil && !r.reconcileFailed {
-			// The search the acknowledged resend waited for succeeded.
+			// The search the acknowledged resend waited for succeeded
+			// and found no live message: it is the resend's search.
 			r.pending, r.deferred = r.deferred, nil
+			r.freshSearch = !r.unsearchable && !r.recheckPending()
 			r.note("carrying out the resend decided by %s now that a search of %s's records succeeded", r.pending.By, r.st.Provider)
 			break
 		}
 	}
+	r.lastDeadline = r.st.DecisionDeadline
 	r.st.DecisionDeadline = time.Time{}
 	d := *r.pending
 	r.pending = nil
@@ -209,7 +216,14 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 		// (the last attempt goes first), so the clock alone cannot tell.
 		search = search || !r.deliveryFailed || (r.v >= versionLateEffectFirst && r.recheckPending())
 	}
-	if search {
+	fresh := r.freshSearch
+	r.freshSearch = false
+	if search && fresh {
+		// A deferred resend carried out on the search that just
+		// succeeded and found no live message of the event.
+		basis = contract.BasisReconciled
+		r.setState(contract.Sending)
+	} else if search {
 		basis = contract.BasisReconciled
 		r.setState(contract.Reconciling)
 		if r.v >= versionLateEffectFirst && r.recheckPending() {
@@ -258,6 +272,9 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 			if r.nothingForgotten() {
 				// Acknowledged, so kept: carried out once a search succeeds.
 				r.deferred = &d
+				if r.deferredUntil.IsZero() {
+					r.deferredUntil = r.lastDeadline
+				}
 				r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s and then carries the resend out unless a message of the event is found; decide again to replace it, resend with \"force\": true to send without a search, or cancel",
 					d.By, errorMessage(err), r.policy.ReconcileRetry)
 			}

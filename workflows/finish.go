@@ -77,6 +77,7 @@ func (r *run) lastLook() {
 // id of the event turned up after all: what was sent stands, whatever
 // was decided before it showed up.
 func (r *run) turnedUp(id string) {
+	r.primary = id
 	r.st.Reason = fmt.Sprintf("message %s of the event turned up after the run had ended %s (%s): the SMS was sent after all", id, r.st.State, r.st.Reason)
 	r.st.State = contract.Accepted
 	if r.nothingForgotten() {
@@ -112,6 +113,9 @@ func (r *run) lookAtLeft() {
 		r.note("the last look at %s, which the run moved away from: %s", l.Provider, out.How)
 		if (!out.Searched && !out.NotSent) || len(out.Vanished) > 0 {
 			r.unsearchable = true
+		}
+		for _, id := range out.Vanished {
+			r.addMessageAt(id, l.Provider)
 		}
 		for _, m := range out.Messages {
 			r.addMessageAt(m.ID, l.Provider)
@@ -154,8 +158,12 @@ func (r *run) settleKnown() {
 				r.left = append(r.left, leftLook{Provider: canonical(p), Keys: []string{k.Key}, At: r.recheckAt})
 			}
 		}
+		r.reconcileFailed, r.unsearchable = false, false
 		r.lastLook()
 		r.lookAtLeft()
+		if (r.reconcileFailed || r.unsearchable) && r.st.State != contract.Cancelled && r.st.State != contract.Failed && !r.st.DuplicateSend {
+			r.possibleDuplicate(fmt.Sprintf("the keys %s of another run of this workflow could not be searched: a second message under them cannot be ruled out", strings.Join(names, ", ")))
+		}
 	}
 }
 

@@ -58,6 +58,7 @@ func (r *run) prepare() (ended bool) {
 	}
 	if r.fixed() {
 		r.policy = r.policy.WithDefaults()
+		r.firstPolicy = r.policy
 		r.uncertainSince(out.LastUncertainAt)
 		return r.resume(out.SendKeys)
 	}
@@ -91,6 +92,9 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 		err = r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
 			EventKey: r.in.Key, SendKey: last.Key, Provider: p, To: r.req.To, From: r.req.From, Text: r.req.Text,
 		}, &req)
+		if r.nothingForgotten() {
+			r.policy = r.firstPolicy // back at the first provider: its window
+		}
 	} else {
 		var out activities.MoveOutput
 		if out, err = r.planMove(p, keys.Key(last.Key), nil); err == nil {
@@ -103,10 +107,45 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 		return true
 	}
 	r.req, r.sendStart = req, last.FirstAttemptAt
+	if r.nothingForgotten() {
+		r.leaveOthers(p)
+	}
 	r.st.Provider = p
 	r.st.CurrentKey = last.Key
 	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
 	return false
+}
+
+// leaveOthers owes one late look to every provider other than p that
+// the event has keys at, as a move to p does.
+func (r *run) leaveOthers(p string) {
+	var order []string
+	keysAt := map[string][]string{}
+	for _, k := range r.st.KeysUsed {
+		q := canonical(r.providerOf(k))
+		if sameProvider(q, p) {
+			continue
+		}
+		if _, ok := keysAt[q]; !ok {
+			order = append(order, q)
+		}
+		keysAt[q] = append(keysAt[q], k)
+	}
+	for _, q := range order {
+		i := slices.IndexFunc(r.left, func(l leftLook) bool { return l.Provider == q })
+		if i >= 0 {
+			r.left[i].Keys, r.left[i].At = keysAt[q], maxTime(r.left[i].At, r.recheckAt)
+			continue
+		}
+		r.left = append(r.left, leftLook{Provider: q, Keys: keysAt[q], At: r.recheckAt})
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // learnKeys adds the keys of used that the run does not know to
@@ -142,6 +181,16 @@ func (r *run) recall(key string) activities.RecallOutput {
 	return out
 }
 
+// uncertainStands makes a run that ends without settling say that an SMS
+// may have gone out, when one of its attempts ended without a certain
+// answer that no search resolved.
+func (r *run) uncertainStands() {
+	if !r.recheckAt.IsZero() && len(r.live) == 0 && !r.st.OutcomeUnknown {
+		r.st.OutcomeUnknown = true
+		r.st.Reason += "; the outcome is unknown: an attempt ended without a certain answer that no search resolved, so an SMS may have gone out"
+	}
+}
+
 // takeOver makes this run the event's holder in the ledger when another
 // run of its workflow holds it: the run was reset (Temporal starts a new
 // run of the same workflow id, which replays the earlier run's claim) or
@@ -154,6 +203,7 @@ func (r *run) takeOver(why string) contract.State {
 	if r.takeovers > 3 {
 		r.claimed = false
 		r.st.Reason = "the event's holder in the ledger changed again after this run took it over three times: " + why + "; check the event with smsctl audit before starting it again"
+		r.uncertainStands()
 		r.note("%s", r.st.Reason)
 		return contract.Failed
 	}
@@ -183,10 +233,12 @@ func (r *run) takeOver(why string) contract.State {
 	if failed != "" {
 		r.claimed = false
 		r.st.Reason = failed
+		r.uncertainStands()
 		r.note("%s", r.st.Reason)
 		return contract.Failed
 	}
 	r.claimed = true
+	r.firstPolicy = out.Policy.WithDefaults()
 	r.uncertainSince(out.LastUncertainAt)
 	if ended := r.resume(out.SendKeys); ended {
 		return contract.Failed

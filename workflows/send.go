@@ -97,6 +97,15 @@ type run struct {
 	// notSentLoops counts the windows that ended with no attempt begun
 	// under the key (the send never left the task queue).
 	notSentLoops int
+	// firstPolicy is the policy of the event's first provider, for a run
+	// that resumes a key there after another run moved the event.
+	firstPolicy activities.Policy
+	// lastDeadline is the decision deadline of the last wait, which a
+	// deferred resend keeps: waiting for a search does not extend it.
+	lastDeadline, deferredUntil time.Time
+	// freshSearch is true while the search that just succeeded, and
+	// found no live message, is the one a deferred resend waited for.
+	freshSearch bool
 }
 
 // fixed reports whether the run follows versionNoSilentDuplicates.

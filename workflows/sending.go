@@ -133,9 +133,16 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 			return contract.Failed, false
 		case activities.ErrWindowClosed:
 			r.note("%s", appErr.Message())
+			if r.nothingForgotten() {
+				// The ledger's clock closed the window: no further send,
+				// but its uncertain attempts still arm the late look.
+				r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
+			}
 			return contract.Reconciling, false
 		case activities.ErrFenced:
 			if r.nothingForgotten() {
+				// What this run's own attempts left uncertain stands.
+				r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
 				return r.takeOver(appErr.Message()), false
 			}
 			// A later run holds the event: this one sends nothing more,
@@ -230,6 +237,10 @@ func (r *run) rejected(reason string) contract.State {
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and %s", reason, out.How)
 		r.note("%s", r.st.Reason)
 		return contract.AwaitingDecision
+	case len(out.Messages) > 0:
+		r.st.Reason = fmt.Sprintf("%s; a search of %s's records after every attempt could take effect found only failed messages of the event (%s)", reason, r.st.Provider, r.st.DeliveryStatus)
+		r.note("%s", r.st.Reason)
+		return contract.Failed
 	}
 	r.st.Reason = fmt.Sprintf("%s; a search of %s's records after every attempt could take effect found no message of the event", reason, r.st.Provider)
 	r.note("%s", r.st.Reason)
