@@ -2,8 +2,11 @@ package sms
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/nyaruka/phonenumbers"
 
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/provider"
@@ -50,10 +53,11 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // Check is the one check of an event before anything is started or sent,
 // run by the starter before a run starts and by the run's Prepare step
 // before the first attempt: the recipient (E.164, through
-// libphonenumber) and that the key does not carry it, the text (not
-// empty, at most MaxSegments segments), the provider, and the sender
-// rule (Bird sends from the channel's own sender), all of them for the
-// fallback provider too. now is for the key's timestamp warning.
+// libphonenumber) and that the key neither is it nor contains it in any
+// usual written form, the text (not empty, at most MaxSegments
+// segments), the provider, and the sender rule (Bird sends from the
+// channel's own sender), all of them for the fallback provider too. now
+// is for the key's timestamp warning.
 func Check(e Event, now time.Time) (Checked, error) {
 	var c Checked
 	to, err := ParseRecipient(e.To)
@@ -61,6 +65,9 @@ func Check(e Event, now time.Time) (Checked, error) {
 		return c, &FieldError{"to", err}
 	}
 	if err := keys.CheckRecipient(e.Key, to.E164); err != nil {
+		return c, &FieldError{"key", err}
+	}
+	if err := checkKeyCarriesNoNumber(e.Key, to.E164); err != nil {
 		return c, &FieldError{"key", err}
 	}
 	text, err := InspectText(e.Text)
@@ -97,4 +104,57 @@ func Check(e Event, now time.Time) (Checked, error) {
 		c.Warnings = append(c.Warnings, w.Message)
 	}
 	return c, nil
+}
+
+// checkKeyCarriesNoNumber refuses a key that holds the recipient's number
+// as a run of digits, written any usual way. keys.CheckRecipient refuses
+// a key that is nothing but the number, because it names the person; a
+// key that merely contains it (otp-31612345678-1) names one message, but
+// the key is the SMS's Idempotency-Key and its run's workflow id, which
+// Temporal shows in its UI, search attributes and logs, unencrypted, and
+// which the provider keeps in its records: the number would spread to
+// every place the payload codec and the masking of our logs keep it from.
+func checkKeyCarriesNoNumber(k keys.Key, e164 string) error {
+	forms := numberForms(e164)
+	for _, at := range digitRun.FindAllStringIndex(string(k), -1) {
+		run := string(k)[at[0]:at[1]]
+		if !forms[run] {
+			continue
+		}
+		// The error reaches logs and answers: it shows the key masked.
+		masked := string(k)[:at[0]] + maskLoose(run) + string(k)[at[1]:]
+		return &keys.Error{Input: masked, Part: "key", Kind: keys.ErrRecipient,
+			Problem: fmt.Sprintf("contains the recipient's number (as %s): the key is the SMS's Idempotency-Key and its workflow id, "+
+				"so it shows in Temporal's UI, search attributes and logs and in the provider's records, where the number must not be", maskLoose(run)),
+			Fix: `derive it from the business event instead, never from the recipient: for example otp-<user-id>-<n> (keys.OTP) or order-<order-id>-shipped (keys.Event)`}
+	}
+	return nil
+}
+
+var digitRun = regexp.MustCompile(`[0-9]+`)
+
+// numberForms are the digit strings a number is usually written as: its
+// E.164 digits (31612345678), with the international prefix 00
+// (0031612345678), its national significant number (612345678) and its
+// national form with the trunk prefix (0612345678). Forms shorter than
+// seven digits are left out: so short a run is as likely an entity's id.
+func numberForms(e164 string) map[string]bool {
+	num, err := phonenumbers.Parse(e164, "")
+	if err != nil {
+		return nil
+	}
+	digits := strings.TrimPrefix(e164, "+")
+	nsn := phonenumbers.GetNationalSignificantNumber(num)
+	region := phonenumbers.GetRegionCodeForCountryCode(int(num.GetCountryCode()))
+	forms := map[string]bool{}
+	for _, f := range []string{
+		digits, "00" + digits, nsn,
+		phonenumbers.GetNddPrefixForRegion(region, true) + nsn,
+		phonenumbers.NormalizeDigitsOnly(phonenumbers.Format(num, phonenumbers.NATIONAL)),
+	} {
+		if len(f) >= 7 {
+			forms[f] = true
+		}
+	}
+	return forms
 }

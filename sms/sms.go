@@ -99,8 +99,11 @@ type Text struct {
 	// Units are GSM-7 septets (extension characters count two) or UTF-16
 	// code units (characters outside the BMP, such as emoji, count two).
 	Units int `json:"units"`
-	// Segments is 1 up to 160 septets / 70 units, and then one per 153
-	// septets / 67 units, because each part carries a concatenation header.
+	// Segments is 1 up to 160 septets / 70 units. A longer text is sent
+	// in parts of at most 153 septets / 67 units, because each part
+	// carries a concatenation header, and an escape pair or a surrogate
+	// pair is never split between two parts: a character that does not
+	// fit whole in a part starts the next one, as handsets and SMSCs do.
 	Segments int `json:"segments"`
 }
 
@@ -114,30 +117,55 @@ func InspectText(s string) (Text, error) {
 		return Text{}, &Error{"text", "is empty", "write the message to send"}
 	}
 	t := Text{Encoding: GSM7}
+	// sizes holds each character's units: 1, or 2 for an escape pair
+	// (GSM-7) or a surrogate pair (UCS-2).
+	sizes := make([]int, 0, len(s))
 	for _, r := range s {
 		switch {
 		case strings.ContainsRune(gsmBasic, r):
-			t.Units++
+			sizes = append(sizes, 1)
 		case strings.ContainsRune(gsmExtension, r):
-			t.Units += 2
+			sizes = append(sizes, 2)
 		default:
 			t.Encoding = UCS2
 		}
 	}
 	single, part := 160, 153
 	if t.Encoding == UCS2 {
-		t.Units = len(utf16.Encode([]rune(s)))
+		sizes = sizes[:0]
+		for _, r := range s {
+			sizes = append(sizes, utf16.RuneLen(r))
+		}
 		single, part = 70, 67
+	}
+	for _, n := range sizes {
+		t.Units += n
 	}
 	t.Segments = 1
 	if t.Units > single {
-		t.Segments = (t.Units + part - 1) / part
+		t.Segments = parts(sizes, part)
 	}
 	if t.Segments > MaxSegments {
 		return t, &Error{"text", fmt.Sprintf("needs %d segments (%s), more than the %d allowed", t.Segments, t, MaxSegments),
-			fmt.Sprintf("shorten it to at most %d %s", MaxSegments*part, map[Encoding]string{GSM7: "GSM-7 characters", UCS2: "characters (emoji count two)"}[t.Encoding])}
+			fmt.Sprintf("shorten it to at most %d %s", MaxSegments*part, map[Encoding]string{GSM7: "GSM-7 characters (€ [ ] { } ~ \\ ^ | count two)", UCS2: "characters (emoji count two)"}[t.Encoding])}
 	}
 	return t, nil
+}
+
+// parts counts the parts of a concatenated message whose characters take
+// sizes units, at most size units a part. A character that does not fit
+// whole in the current part starts the next one: a handset cannot show
+// half an escape pair or half a surrogate pair, so the network never
+// splits one, and that part is left short.
+func parts(sizes []int, size int) int {
+	n, used := 1, 0
+	for _, c := range sizes {
+		if used+c > size {
+			n, used = n+1, 0
+		}
+		used += c
+	}
+	return n
 }
 
 // gsmBasic is the GSM 03.38 default alphabet; gsmExtension the characters

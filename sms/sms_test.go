@@ -75,6 +75,62 @@ func TestInspectTextSegmentBoundaries(t *testing.T) {
 	}
 }
 
+// A handset or SMSC never splits an escape pair (ESC and the extension
+// character) or a surrogate pair (an emoji) across two segments: a
+// character that does not fit whole in the current segment starts the
+// next one, which can cost a segment more than units divided by 153 or 67.
+func TestInspectTextKeepsPairsWhole(t *testing.T) {
+	t.Parallel()
+	a, shin := func(n int) string { return strings.Repeat("a", n) }, func(n int) string { return strings.Repeat("ש", n) }
+	for _, tc := range []struct {
+		name     string
+		text     string
+		encoding Encoding
+		units    int
+		segments int
+	}{
+		// GSM-7: single segment up to 160 septets, escape pairs included.
+		{"GSM-7 158 plain and one extension fill one", a(158) + "€", GSM7, 160, 1},
+		{"GSM-7 159 plain and one extension need two", a(159) + "€", GSM7, 161, 2},
+		// 154 septets still fit one segment: only the parts of a
+		// concatenated message carry a header and hold 153.
+		{"GSM-7 152 plain and one extension fit one", a(152) + "€", GSM7, 154, 1},
+		// Concatenated: 152 septets, then € (2) would end at 154, so it
+		// moves whole to segment 2, which holds it and 151 more.
+		{"GSM-7 € moves whole to segment 2", a(152) + "€" + a(7), GSM7, 161, 2},
+		{"GSM-7 € moved, segment 2 full", a(152) + "€" + a(151), GSM7, 305, 2},
+		{"GSM-7 € moved, one septet over", a(152) + "€" + a(152), GSM7, 306, 3},
+		{"GSM-7 € ends segment 1 exactly", a(151) + "€" + a(153), GSM7, 306, 2},
+		{"GSM-7 only extensions: 76 a segment", strings.Repeat("€", 81), GSM7, 162, 2},
+		{"GSM-7 only extensions: 153 pairs", strings.Repeat("{", 153), GSM7, 306, 3},
+		// UCS-2: single segment up to 70 units, surrogate pairs included.
+		{"UCS-2 68 and an emoji fill one", shin(68) + "🙂", UCS2, 70, 1},
+		{"UCS-2 69 and an emoji need two", shin(69) + "🙂", UCS2, 71, 2},
+		{"UCS-2 66 and an emoji fit one", shin(66) + "🙂", UCS2, 68, 1},
+		// Concatenated: 66 units, then the emoji (2) would end at 68, so
+		// it moves whole to segment 2.
+		{"UCS-2 emoji moves whole to segment 2", shin(66) + "🙂" + shin(3), UCS2, 71, 2},
+		{"UCS-2 emoji moved, segment 2 full", shin(66) + "🙂" + shin(65), UCS2, 133, 2},
+		{"UCS-2 emoji moved, one unit over", shin(66) + "🙂" + shin(66), UCS2, 134, 3},
+		{"UCS-2 emoji ends segment 1 exactly", shin(65) + "🙂" + shin(67), UCS2, 134, 2},
+		{"UCS-2 only emoji: 33 a segment", strings.Repeat("🙂", 36), UCS2, 72, 2},
+		{"UCS-2 only emoji: 67 of them", strings.Repeat("🙂", 67), UCS2, 134, 3},
+	} {
+		got, err := InspectText(tc.text)
+		require.NoError(t, err, tc.name)
+		require.Equal(t, Text{tc.encoding, tc.units, tc.segments}, got, tc.name)
+	}
+	// 765 € are 1530 septets, the limit in units, but at 76 pairs a
+	// segment they need 11 segments: refused.
+	_, err := InspectText(strings.Repeat("€", 765))
+	require.ErrorContains(t, err, "needs 11 segments")
+	got, err := InspectText(strings.Repeat("€", 760))
+	require.NoError(t, err, "760 pairs fill 10 segments exactly")
+	require.Equal(t, 10, got.Segments)
+	_, err = InspectText(strings.Repeat("🙂", 335))
+	require.ErrorContains(t, err, "needs 11 segments", "670 units, but 33 emoji a segment")
+}
+
 func TestInspectTextRefusesEmptyAndOversize(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "   ", "\n"} {
