@@ -1,7 +1,9 @@
 package intake
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +16,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc"
 
+	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/starter"
 )
@@ -199,5 +211,138 @@ func TestASlowClientIsCutOff(t *testing.T) {
 	require.NotContains(t, string(resp), "202 Accepted")
 	if err != nil {
 		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the server closed the connection")
+	}
+}
+
+// fakeTemporal answers what a POST for an event whose run already exists
+// asks of Temporal: the start (answered "not started", USE_EXISTING), the
+// run's description, its first history event, and, for a closed run, its
+// result. Anything else panics through the nil embedded client.
+type fakeTemporal struct {
+	client.Client
+	// status and attrs are what DescribeWorkflowExecution answers.
+	status enumspb.WorkflowExecutionStatus
+	attrs  map[string]*commonpb.Payload
+	// result, or err, is what the closed run's Get answers.
+	result contract.Result
+	err    error
+	input  contract.Input
+	gets   int
+}
+
+type fakeService struct {
+	workflowservice.WorkflowServiceClient
+}
+
+func (fakeService) StartWorkflowExecution(context.Context, *workflowservice.StartWorkflowExecutionRequest, ...grpc.CallOption) (*workflowservice.StartWorkflowExecutionResponse, error) {
+	return &workflowservice.StartWorkflowExecutionResponse{RunId: "run-1", Started: false}, nil
+}
+
+func (f *fakeTemporal) WorkflowService() workflowservice.WorkflowServiceClient { return fakeService{} }
+
+func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+		Execution:        &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
+		Status:           f.status,
+		SearchAttributes: &commonpb.SearchAttributes{IndexedFields: f.attrs},
+	}}, nil
+}
+
+func (f *fakeTemporal) GetWorkflowHistory(context.Context, string, string, bool, enumspb.HistoryEventFilterType) client.HistoryEventIterator {
+	input, err := converter.GetDefaultDataConverter().ToPayloads(f.input)
+	if err != nil {
+		panic(err)
+	}
+	return &events{list: []*historypb.HistoryEvent{{
+		EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{
+			WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: input},
+		},
+	}}}
+}
+
+func (f *fakeTemporal) GetWorkflow(_ context.Context, id, runID string) client.WorkflowRun {
+	f.gets++
+	return &closedRun{f: f}
+}
+
+type events struct{ list []*historypb.HistoryEvent }
+
+func (e *events) HasNext() bool { return len(e.list) > 0 }
+
+func (e *events) Next() (*historypb.HistoryEvent, error) {
+	ev := e.list[0]
+	e.list = e.list[1:]
+	return ev, nil
+}
+
+type closedRun struct {
+	client.WorkflowRun
+	f *fakeTemporal
+}
+
+func (r *closedRun) Get(_ context.Context, v any) error {
+	if r.f.err != nil {
+		return r.f.err
+	}
+	*v.(*contract.Result) = r.f.result
+	return nil
+}
+
+func keyword(t *testing.T, v string) *commonpb.Payload {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
+	require.NoError(t, err)
+	return p
+}
+
+// postExisting posts the event whose run f holds and decodes the answer.
+func postExisting(t *testing.T, f *fakeTemporal) (int, starter.Result) {
+	t.Helper()
+	h := New(starter.New(f), Config{})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader(event)))
+	var res starter.Result
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res), rec.Body.String())
+	return rec.Code, res
+}
+
+// A POST for an event whose run exists answers 200 with the run's current
+// state. A closed run's search attributes may be served from the
+// visibility store, or not at all (when the server may not fetch them
+// from there), so a closed run's state comes from its result, which is
+// in its history.
+func TestPostOfAnExistingRunAnswersItsCurrentState(t *testing.T) {
+	t.Parallel()
+	in := contract.Input{Key: "order-58213-shipped", Provider: "bird", To: "+31612345678", Text: "Order 58213 has shipped."}
+	state := contract.StateAttribute.GetName()
+	for _, tc := range []struct {
+		name   string
+		f      fakeTemporal
+		want   contract.State
+		looked bool
+	}{
+		{"open run: its own attributes", fakeTemporal{status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+			attrs: map[string]*commonpb.Payload{state: keyword(t, string(contract.Reconciling))}}, contract.Reconciling, false},
+		{"completed run without attributes", fakeTemporal{status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED,
+			result: contract.Result{Key: in.Key, State: contract.Delivered}}, contract.Delivered, true},
+		{"completed run, attributes behind", fakeTemporal{status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED,
+			attrs:  map[string]*commonpb.Payload{state: keyword(t, string(contract.Sending))},
+			result: contract.Result{Key: in.Key, State: contract.Delivered}}, contract.Delivered, true},
+		{"failed run", fakeTemporal{status: enumspb.WORKFLOW_EXECUTION_STATUS_FAILED,
+			err: temporal.NewApplicationError("no decision", contract.FailureType, contract.Result{Key: in.Key, State: contract.Failed})}, contract.Failed, true},
+		{"terminated run: no result, the last recorded state", fakeTemporal{status: enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED,
+			attrs: map[string]*commonpb.Payload{state: keyword(t, string(contract.AwaitingDecision))},
+			err:   errors.New("workflow execution terminated")}, contract.AwaitingDecision, false},
+	} {
+		f := tc.f
+		f.input = in
+		code, res := postExisting(t, &f)
+		require.Equal(t, http.StatusOK, code, tc.name)
+		require.False(t, res.Started, tc.name)
+		require.Equal(t, "run-1", res.RunID, tc.name)
+		require.Equal(t, in.Key, res.Key, tc.name)
+		require.Equal(t, tc.want, res.State, tc.name)
+		require.Equal(t, tc.looked, f.gets > 0, "%s: the result is read only for a run that ended with one", tc.name)
 	}
 }

@@ -1,6 +1,7 @@
 package starter
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -39,6 +40,11 @@ func TestValidateRefusesWithTheFix(t *testing.T) {
 		{"key with spaces", func(e *Event) { *e = Event{Key: "order 58213", To: e.To, Text: e.Text, Provider: "bird"} }, "key", "printable ASCII without spaces"},
 		{"key is the recipient", func(e *Event) { *e = Event{Key: "phone-0612345678", To: e.To, Text: e.Text, Provider: "bird"} }, "key", "derive it from the event instead"},
 		{"key names the recipient", func(e *Event) { *e = Event{Key: "sms-to-0612345678", To: e.To, Text: e.Text, Provider: "bird"} }, "key", "names the person"},
+		{"key carries the number", func(e *Event) { *e = Event{Key: "otp-31612345678-1", To: e.To, Text: e.Text, Provider: "bird"} }, "key", "derive it from the business event"},
+		{"OTP user id is the number", func(e *Event) {
+			*e = Event{OTPUser: "0612345678", OTPAttempt: "1", To: e.To, Text: e.Text, Provider: "bird"}
+		}, "key", "otp-<user-id>-<n>"},
+		{"event id is the number", func(e *Event) { e.ID = "612345678" }, "key", "contains the recipient's number"},
 		{"uppercase kind", func(e *Event) { e.Kind = "Order" }, "key", "name the entity in lowercase"},
 		{"missing stage", func(e *Event) { e.Stage = "" }, "key", `name the event, for example "shipped"`},
 		{"no key at all", func(e *Event) { e.Kind, e.ID, e.Stage = "", "", "" }, "key", "give kind, id and stage"},
@@ -106,4 +112,20 @@ func TestValidateNormalisesAndWarns(t *testing.T) {
 	require.Len(t, p.Warnings, 2, "a fresh timestamp in the key, and a number outside the known ranges")
 	require.Contains(t, p.Warnings[1], "reads as the time")
 	require.Equal(t, "MyShop", p.Input.From)
+}
+
+// A key that carries the recipient's number is refused before anything
+// starts: the starter has no Temporal client here, and Send never needs one.
+func TestSendRefusesAKeyWithTheNumberBeforeStarting(t *testing.T) {
+	t.Parallel()
+	e := Event{Key: "otp-31612345678-1", To: "+31612345678", Text: "Your code is 482913", Provider: "sendy"}
+	res, err := New(nil).Send(context.Background(), e)
+	var ie *InvalidError
+	require.True(t, errors.As(err, &ie), "%v", err)
+	require.Equal(t, "key", ie.Field)
+	require.ErrorIs(t, err, keys.ErrRecipient)
+	require.ErrorContains(t, err, "Idempotency-Key and its workflow id")
+	require.NotContains(t, err.Error(), "31612345678", "the error masks the number")
+	require.False(t, res.Started)
+	require.Empty(t, res.RunID)
 }

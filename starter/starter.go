@@ -248,11 +248,30 @@ func (s *Starter) describe(ctx context.Context, key, runID string) (Existing, er
 	}
 	info := d.GetWorkflowExecutionInfo()
 	ex := Existing{RunID: info.GetExecution().GetRunId(), Status: info.GetStatus().String()}
-	if p := info.GetSearchAttributes().GetIndexedFields()[contract.StateAttribute.GetName()]; p != nil {
-		var st string
-		if converter.GetDefaultDataConverter().FromPayload(p, &st) == nil {
-			ex.State = contract.State(st)
+	// An open run's search attributes are its own: the server answers
+	// them from the run's mutable state, as current as the state query,
+	// without needing a worker. A closed run's may be answered from the
+	// visibility store instead, or not at all where the server may not
+	// fetch them from there; the result in its history holds the state
+	// it ended in.
+	ex.State = contract.State(keyword(info.GetSearchAttributes().GetIndexedFields(), contract.StateAttribute.GetName()))
+	switch info.GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		if st := s.finalState(ctx, key, ex.RunID); st != "" {
+			ex.State = st
 		}
 	}
 	return ex, nil
+}
+
+// finalState is the state a closed run ended in, from its result in its
+// history: a completed run's Result, or the Result a failed or cancelled
+// run carries in its error; "" when it cannot be read. (A run that was
+// terminated or timed out has none: its last search attribute stands.)
+func (s *Starter) finalState(ctx context.Context, key, runID string) contract.State {
+	var res contract.Result
+	if err := s.c.GetWorkflow(ctx, key, runID).Get(ctx, &res); err != nil {
+		res, _ = contract.ResultFromError(err)
+	}
+	return res.State
 }

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -146,22 +148,7 @@ func (s *Starter) List(ctx context.Context, state contract.State, limit int) ([]
 			return nil, fmt.Errorf("list runs (%s): %w", q, err)
 		}
 		for _, e := range resp.GetExecutions() {
-			r := Run{
-				Key: e.GetExecution().GetWorkflowId(), RunID: e.GetExecution().GetRunId(), Status: e.GetStatus().String(),
-				StartTime: e.GetStartTime().AsTime(),
-			}
-			if e.GetCloseTime() != nil {
-				r.CloseTime = e.GetCloseTime().AsTime()
-			}
-			fields := e.GetSearchAttributes().GetIndexedFields()
-			var v string
-			if converter.GetDefaultDataConverter().FromPayload(fields[contract.StateAttribute.GetName()], &v) == nil {
-				r.State = contract.State(v)
-			}
-			if converter.GetDefaultDataConverter().FromPayload(fields[contract.ProviderAttribute.GetName()], &v) == nil {
-				r.Provider = v
-			}
-			out = append(out, r)
+			out = append(out, runOf(e))
 			if limit > 0 && len(out) >= limit {
 				return out, nil
 			}
@@ -172,9 +159,44 @@ func (s *Starter) List(ctx context.Context, state contract.State, limit int) ([]
 	}
 }
 
+// runOf turns one execution of the visibility list into a Run. Each
+// attribute is read on its own: a run without a provider attribute (or
+// with one that does not decode) lists an empty provider, not the value
+// of another attribute.
+func runOf(e *workflowpb.WorkflowExecutionInfo) Run {
+	r := Run{
+		Key: e.GetExecution().GetWorkflowId(), RunID: e.GetExecution().GetRunId(), Status: e.GetStatus().String(),
+		StartTime: e.GetStartTime().AsTime(),
+	}
+	if e.GetCloseTime() != nil {
+		r.CloseTime = e.GetCloseTime().AsTime()
+	}
+	fields := e.GetSearchAttributes().GetIndexedFields()
+	r.State = contract.State(keyword(fields, contract.StateAttribute.GetName()))
+	r.Provider = keyword(fields, contract.ProviderAttribute.GetName())
+	return r
+}
+
+// keyword decodes one Keyword search attribute into a fresh string: ""
+// when the attribute is missing or does not decode as a string. (The
+// converter answers a missing payload with no error and leaves its target
+// as it was, so a variable shared between attributes would keep the last
+// one's value.)
+func keyword(fields map[string]*commonpb.Payload, name string) string {
+	p := fields[name]
+	if p == nil {
+		return ""
+	}
+	var v string
+	if converter.GetDefaultDataConverter().FromPayload(p, &v) != nil {
+		return ""
+	}
+	return v
+}
+
 // knownStates are the values List accepts.
 var knownStates = []contract.State{contract.Sending, contract.Reconciling, contract.Accepted, contract.AwaitingDecision,
-	contract.Delivered, contract.Failed, contract.Cancelled, contract.Duplicate}
+	contract.Delivered, contract.Failed, contract.Cancelled, contract.Duplicate, contract.Unconfirmed}
 
 // ParseState accepts a state name in any case.
 func ParseState(s string) (contract.State, error) {
