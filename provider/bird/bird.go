@@ -282,17 +282,60 @@ const ListPageSize = 100
 // cannot hold a reconciliation forever.
 const maxPages = 1000
 
+// maxListTime bounds a List whose context has no deadline of its own.
+// Reconciliation runs List in an activity whose start-to-close timeout
+// (2 minutes) is its deadline; this keeps any other caller as bounded.
+const maxListTime = 2 * time.Minute
+
+// ErrListCutOff is matched (errors.Is) by the error of a List that
+// stopped before the last page: at maxPages, or at the context's
+// deadline. The messages read so far are not returned: a message of the
+// event may be on a page that was never read, so the search has failed
+// and must not be taken for one that found nothing.
+var ErrListCutOff = errors.New("search cut off")
+
 type listPage struct {
 	Results       []message `json:"results"`
 	NextPageToken string    `json:"nextPageToken"`
 }
 
 // List returns the outgoing messages created in [from, to], following
-// page tokens to the end.
+// page tokens to the end. It reads at most maxPages pages and stops at
+// the context's deadline (maxListTime when the context has none); either
+// way the search is incomplete and List fails with ErrListCutOff.
 func (c *Client) List(ctx context.Context, from, to time.Time) ([]provider.Message, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, maxListTime)
+		defer cancel()
+	}
+	began := time.Now()
+	cutOff := func(pages, n int, why string, cause error) error {
+		unit := "pages"
+		if pages == 1 {
+			unit = "page"
+		}
+		err := fmt.Errorf("bird: list messages from %s to %s: %w after %d %s (%d messages), %s: the list is incomplete "+
+			"(a message of the event may be on a page not read), so treat the search as failed, not as one that found nothing",
+			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), ErrListCutOff, pages, unit, n, why)
+		if cause != nil {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		return err
+	}
+	stopped := func(pages, n int) error {
+		when := "at the context's deadline"
+		if errors.Is(ctx.Err(), context.Canceled) {
+			when = "when its context was cancelled"
+		}
+		return cutOff(pages, n, fmt.Sprintf("%s, %s after the search began", when, time.Since(began).Round(time.Millisecond)), ctx.Err())
+	}
 	var out []provider.Message
 	token := ""
 	for page := 0; page < maxPages; page++ {
+		if ctx.Err() != nil {
+			return nil, stopped(page, len(out))
+		}
 		q := url.Values{
 			"direction": {"outgoing"},
 			"startAt":   {from.UTC().Format(time.RFC3339Nano)},
@@ -304,6 +347,11 @@ func (c *Client) List(ctx context.Context, from, to time.Time) ([]provider.Messa
 		}
 		var p listPage
 		if err := wire.GetJSON(ctx, c.hc, provider.Bird, "list messages", c.messagesURL()+"?"+q.Encode(), c.header(), &p); err != nil {
+			if ctx.Err() != nil {
+				// The error names the page's URL, which holds the
+				// workspace and channel ids: the context says it all.
+				return nil, stopped(page, len(out))
+			}
 			return nil, err
 		}
 		for _, m := range p.Results {
@@ -317,5 +365,5 @@ func (c *Client) List(ctx context.Context, from, to time.Time) ([]provider.Messa
 		}
 		token = p.NextPageToken
 	}
-	return nil, fmt.Errorf("bird: list messages: more than %d pages; narrow the time window", maxPages)
+	return nil, cutOff(maxPages, len(out), "the most one search reads, with Bird still offering a next page", nil)
 }
