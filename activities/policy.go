@@ -43,7 +43,8 @@ type Policy struct {
 	// After an uncertain attempt the run looks for a second message again
 	// once this has passed, and once more before it settles. Default 1
 	// minute: Bird's lock lifetime (30 s) plus the attempt timeout (15 s),
-	// with margin.
+	// with margin. Validate refuses less than ProviderLockLifetime plus
+	// AttemptTimeout.
 	LateEffectHorizon time.Duration `json:"lateEffectHorizon"`
 	// ReconcileRetry is how often a run awaiting a decision because its
 	// reconciliation failed tries the search again. Default 10 minutes.
@@ -53,6 +54,12 @@ type Policy struct {
 // AttemptSlack is what the send activity needs beyond the HTTP attempt:
 // the ledger writes before and after it.
 const AttemptSlack = 5 * time.Second
+
+// ProviderLockLifetime is how long Bird's in-flight lock on a key lives:
+// a request that hangs holds it, and can still take effect, for up to
+// this long. It is the floor of every late-effect horizon, with the
+// attempt timeout, because a hung request also outlives its client.
+const ProviderLockLifetime = 30 * time.Second
 
 // DefaultPolicy returns the defaults documented on Policy.
 func DefaultPolicy() Policy {
@@ -118,8 +125,13 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("%s is %s: it must be positive", name, d)
 		}
 	}
-	if p.LateEffectHorizon < p.AttemptTimeout {
-		return fmt.Errorf("late-effect horizon %s is shorter than one attempt (%s): a hung attempt could take effect after the run stopped looking; make it at least the provider's lock lifetime plus the attempt timeout", p.LateEffectHorizon, p.AttemptTimeout)
+	// Below the floor the run would stop looking for a second message
+	// while a hung attempt can still make one.
+	if floor := ProviderLockLifetime + p.AttemptTimeout; p.LateEffectHorizon < floor {
+		return fmt.Errorf("late-effect horizon %s is shorter than one attempt (%s) plus Bird's in-flight lock (%s): "+
+			"a hung request holds Bird's in-flight lock for up to %s and outlives its client's attempt timeout (%s), so it can take effect until then, "+
+			"after the run stopped looking for a second message; make it at least %s",
+			p.LateEffectHorizon, p.AttemptTimeout, ProviderLockLifetime, ProviderLockLifetime, p.AttemptTimeout, floor)
 	}
 	if p.MaxBackoff < p.InitialBackoff || p.StatusPollMax < p.StatusPollInitial {
 		return fmt.Errorf("a maximum interval is below its initial interval (backoff %s..%s, status poll %s..%s)", p.InitialBackoff, p.MaxBackoff, p.StatusPollInitial, p.StatusPollMax)

@@ -34,7 +34,9 @@ const text = "Your code is 482913"
 // run await a decision within seconds.
 var policy = activities.Policy{
 	ReplayWindow: 12 * time.Second, WindowMargin: 3 * time.Second, AttemptTimeout: time.Second,
-	InitialBackoff: 200 * time.Millisecond, MaxBackoff: time.Second, LateEffectHorizon: 6 * time.Second,
+	InitialBackoff: 200 * time.Millisecond, MaxBackoff: time.Second,
+	// The shortest horizon a policy may have: Bird's lock plus the attempt.
+	LateEffectHorizon: activities.ProviderLockLifetime + time.Second,
 	StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 300 * time.Millisecond,
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
@@ -127,9 +128,7 @@ func (d *drill) workerArgs(i int) []string {
 		"--sendy-url", d.simURL, "--sendy-rate-limit", "0", // the drill's simulator has no limit
 		"--attempt-timeout", attemptTimeout.String(),
 		"--bird-replay-window", w.String(), "--sendy-replay-window", w.String(), "--window-margin", margin.String(),
-		// The longest a hung attempt can still take effect: the hang (which
-		// outlives Bird's lock) plus the attempt timeout, with margin.
-		"--late-effect-horizon", (d.cfg.Hang + attemptTimeout + 4*time.Second).String(),
+		"--late-effect-horizon", d.lateEffectHorizon().String(),
 		"--reconcile-retry", "10s", "--status-poll", "1s", "--tracking-limit", "3m", "--decision-deadline", "30m",
 	}
 	if d.cfg.Cluster {
@@ -137,6 +136,15 @@ func (d *drill) workerArgs(i int) []string {
 		return append(args, "--intake-insecure")
 	}
 	return append(args, "--dev", "--data-dir", filepath.Join(d.cfg.Dir, "state"), "--frontend", d.frontends[0], "--ui", "off", "--simulator", "off")
+}
+
+// lateEffectHorizon is the longest a hung attempt can still take effect:
+// the hang (which outlives the simulator's short lock) plus the attempt
+// timeout, with margin; and never less than the worker accepts, Bird's
+// real lock lifetime plus the attempt timeout, which the drill's short
+// hang and lock would otherwise go below.
+func (d *drill) lateEffectHorizon() time.Duration {
+	return max(d.cfg.Hang+attemptTimeout+4*time.Second, activities.ProviderLockLifetime+attemptTimeout)
 }
 
 func (d *drill) startWorker(ctx context.Context, i int) error {

@@ -45,8 +45,9 @@ var policy = activities.Policy{
 	DecisionDeadline:  2 * time.Minute,
 	// A hung attempt (the simulator's hang faults here wait 4 s, well past
 	// a retry even on a loaded machine) can take effect up to this long
-	// after it began.
-	LateEffectHorizon: 6 * time.Second,
+	// after it began; the worker accepts no less than Bird's real lock
+	// plus the attempt timeout.
+	LateEffectHorizon: activities.ProviderLockLifetime + time.Second,
 	ReconcileRetry:    2 * time.Second,
 }
 
