@@ -343,6 +343,8 @@ func (d *drill) installFaults() error {
 				f.Delay = hang
 			case simulator.RateLimit:
 				f.Delay = simulator.Duration(time.Second)
+			case simulator.Unauthorized:
+				continue // a refused credential is no transient fault: never retried, so not spread at random
 			}
 			if f.Validate() != nil {
 				continue // a kind the other provider's contract has

@@ -92,6 +92,10 @@ func (s *Server) birdSend(w http.ResponseWriter, r *http.Request) {
 
 	// Faults that answer before execution.
 	switch fault {
+	case Unauthorized:
+		writeJSON(w, http.StatusUnauthorized, birdError{Code: "E00401", Name: "Unauthorized", Message: "missing or invalid access key"})
+		s.finish(rec, http.StatusUnauthorized, false, fault, "")
+		return
 	case Error5xx:
 		writeJSON(w, http.StatusInternalServerError, birdError{Code: "E00500", Name: "InternalError", Message: "internal error"})
 		s.finish(rec, http.StatusInternalServerError, false, fault, "")

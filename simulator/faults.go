@@ -37,10 +37,13 @@ const (
 	FailDelivery Kind = "fail_delivery"
 	// Undeliver: the send succeeds, and the message later ends undelivered (Sendy only).
 	Undeliver Kind = "undelivered"
+	// Unauthorized: a 401 before execution, as when the provider's
+	// credential was rotated and the worker still sends the old one.
+	Unauthorized Kind = "unauthorized"
 )
 
 // Kinds lists every fault kind.
-var Kinds = []Kind{DropAfterCommit, Unstored, Hang, LockExpiry, Error5xx, Unavailable, RateLimit, InProgress, FailDelivery, Undeliver}
+var Kinds = []Kind{DropAfterCommit, Unstored, Hang, LockExpiry, Error5xx, Unavailable, RateLimit, InProgress, FailDelivery, Undeliver, Unauthorized}
 
 // birdOnly and sendyOnly name faults that only one contract defines.
 var (

@@ -107,6 +107,9 @@ func (s *Server) sendySend(w http.ResponseWriter, r *http.Request) {
 		s.finish(rec, status, replay, fault, msgID)
 	}
 	switch fault {
+	case Unauthorized:
+		answer(http.StatusUnauthorized, sendyError("UNAUTHORIZED", "missing or invalid bearer token"), false, "")
+		return
 	case Error5xx:
 		answer(http.StatusInternalServerError, sendyError("INTERNAL", "internal error"), false, "")
 		return
