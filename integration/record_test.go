@@ -139,6 +139,23 @@ func TestRecordHistories(t *testing.T) {
 			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, map[string]string{"reason": "Bird is down", "by": "gina", "provider": "sendy"}))
 			return ended(t, in.Key)
 		}},
+		// versionNothingForgotten: a 401 after an unknown attempt searches
+		// first; a reset run takes its event over; a cancel while the
+		// outcome is unknown says so.
+		{"v6-bird-delivered.json", func(t *testing.T) string {
+			return finished(t, input(provider.Bird, newKey("shipped")))
+		}},
+		{"v6-bird-unknown-then-401-found.json", func(t *testing.T) string {
+			return finished(t, unknownThen401(t, provider.Bird))
+		}},
+		{"v6-reset-while-awaiting-then-resend.json", func(t *testing.T) string {
+			return resetWhileAwaiting(t)
+		}},
+		{"v6-sendy-down-cancel-outcome-unknown.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Sendy)
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, map[string]string{"reason": "sent by hand", "by": "pia"}))
+			return ended(t, in.Key)
+		}},
 		{"v1-temporal-cancellation.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
 			require.NoError(t, stack.Client.CancelWorkflow(ctx, in.Key, ""))

@@ -1,0 +1,212 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/simulator"
+)
+
+// history reads a run's events.
+func history(t *testing.T, key, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	it := stack.Client.GetWorkflowHistory(context.Background(), key, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var out []*historypb.HistoryEvent
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		out = append(out, ev)
+	}
+	return out
+}
+
+// firstTaskCompleted is the first workflow task completed after the event
+// that after picks (or the run's first one, after nil): a reset point.
+func firstTaskCompleted(t *testing.T, events []*historypb.HistoryEvent, after func(*historypb.HistoryEvent) bool) int64 {
+	t.Helper()
+	seen := after == nil
+	for _, ev := range events {
+		if !seen {
+			seen = after(ev)
+			continue
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			return ev.GetEventId()
+		}
+	}
+	t.Fatalf("no workflow task completed after the point asked for in %d events", len(events))
+	return 0
+}
+
+// reset resets the event's current run to the workflow task completed
+// at eventID, as the web UI's Reset does, and returns the new run's id.
+func reset(t *testing.T, key string, eventID int64) string {
+	t.Helper()
+	d, err := stack.Client.DescribeWorkflowExecution(context.Background(), key, "")
+	require.NoError(t, err)
+	resp, err := stack.Client.WorkflowService().ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 stack.Namespace,
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: key, RunId: d.GetWorkflowExecutionInfo().GetExecution().GetRunId()},
+		Reason:                    "operator reset after a bug fix",
+		WorkflowTaskFinishEventId: eventID,
+		RequestId:                 uuid.NewString(),
+	})
+	require.NoError(t, err)
+	return resp.GetRunId()
+}
+
+// settledAs waits for the ledger to hold the event's outcome.
+func settledAs(t *testing.T, key string) string {
+	t.Helper()
+	var outcome string
+	require.Eventually(t, func() bool {
+		e, err := stack.Ledger.Event(context.Background(), key)
+		outcome = e.Outcome
+		return err == nil && outcome != ""
+	}, 30*time.Second, 100*time.Millisecond, "the ledger never settled %s", key)
+	return outcome
+}
+
+// A Temporal reset starts a new run of the same workflow id, which
+// replays the old run's claim of the event: the ledger names the old run
+// as its holder. At each point an operator may reset to, the new run
+// takes the event over and the event still ends with exactly one message
+// and a settled ledger.
+func TestAResetRunTakesTheEventOverAtEveryPoint(t *testing.T) {
+	t.Run("after acceptance", func(t *testing.T) {
+		t.Parallel()
+		in := input(provider.Bird, newKey("shipped"))
+		run, err := start(context.Background(), in)
+		require.NoError(t, err)
+		res, err := result(t, run)
+		require.NoError(t, err)
+		require.Equal(t, contract.Delivered, res.State, res.Reason)
+		events := history(t, in.Key, run.GetRunID())
+		point := firstTaskCompleted(t, events, func(ev *historypb.HistoryEvent) bool {
+			return ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+		})
+		newRun := reset(t, in.Key, point)
+		res, err = result(t, stack.Client.GetWorkflow(context.Background(), in.Key, newRun))
+		require.NoError(t, err, res.Reason)
+		require.Equal(t, contract.Delivered, res.State, res.Reason)
+		require.Len(t, messages(provider.Bird, in.Key), 1, "one message, whatever the reset")
+		require.Equal(t, "Delivered", settledAs(t, in.Key))
+	})
+	t.Run("while awaiting a decision", func(t *testing.T) {
+		t.Parallel()
+		key := resetWhileAwaiting(t)
+		res, err := result(t, stack.Client.GetWorkflow(context.Background(), key, ""))
+		require.NoError(t, err, res.Reason)
+		require.Equal(t, contract.Delivered, res.State, res.Reason)
+		require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys)
+		require.Contains(t, timelineText(status(t, key)), "taking the event over", "the resend was fenced, and the run took the event over")
+		require.Len(t, eventMessages(key), 1, "one message for the event under all its keys")
+		require.Equal(t, "Delivered", settledAs(t, key))
+	})
+	t.Run("mid-retry", func(t *testing.T) {
+		t.Parallel()
+		in := input(provider.Bird, newKey("shipped"))
+		fault(t, simulator.Fault{Kind: simulator.Error5xx, Provider: "bird", Key: in.Key, Count: 4})
+		_, err := start(context.Background(), in)
+		require.NoError(t, err)
+		// Reset while the Send activity is still being retried.
+		var events []*historypb.HistoryEvent
+		require.Eventually(t, func() bool {
+			events = history(t, in.Key, "")
+			for _, ev := range events {
+				if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 20*time.Millisecond)
+		newRun := reset(t, in.Key, firstTaskCompleted(t, events, nil))
+		res, err := result(t, stack.Client.GetWorkflow(context.Background(), in.Key, newRun))
+		require.NoError(t, err, res.Reason)
+		require.Equal(t, contract.Delivered, res.State, res.Reason)
+		require.Len(t, messages(provider.Bird, in.Key), 1, "one message, whatever the reset")
+		require.Equal(t, "Delivered", settledAs(t, in.Key))
+	})
+}
+
+// resetWhileAwaiting resets an event awaiting a decision to its first
+// workflow task and resends from the new run, which must take the event
+// over first; it returns the key once the new run ended.
+func resetWhileAwaiting(t *testing.T) string {
+	t.Helper()
+	in := downPastTheWindow(t, provider.Bird)
+	// The point after the send ended: the new run keeps the old run's
+	// claim (Prepare's marker), so the ledger fences its first send.
+	point := firstTaskCompleted(t, history(t, in.Key, ""), func(ev *historypb.HistoryEvent) bool {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+			return true
+		}
+		return false
+	})
+	newRun := reset(t, in.Key, point)
+	require.Eventually(t, func() bool {
+		d, err := stack.Client.DescribeWorkflowExecution(context.Background(), in.Key, "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() == newRun && status(t, in.Key).State == contract.AwaitingDecision
+	}, 60*time.Second, 200*time.Millisecond)
+	// The fault is on the event key only: the resend key goes through.
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, newRun, contract.SignalResend, map[string]string{"reason": "customer called", "by": "olga"}))
+	return ended(t, in.Key)
+}
+
+// unknownThen401 makes the event's first attempt take effect without an
+// answer that can be replayed (a 500 after the send), and every later one
+// a 401, as after a credential rotation.
+func unknownThen401(t *testing.T, p provider.Name) contract.Input {
+	t.Helper()
+	in := input(p, newKey("shipped"))
+	fault(t, simulator.Fault{Kind: simulator.Unstored, Provider: string(p), Key: in.Key, Count: 1})
+	fault(t, simulator.Fault{Kind: simulator.Unauthorized, Provider: string(p), Key: in.Key, Rate: 1})
+	return in
+}
+
+// An attempt that took effect without an answer, then a 401: the run
+// does not end Failed. It searches once the first attempt can no longer
+// take effect, finds the message and follows it to delivery.
+func TestA401AfterAnUnknownAttemptFindsTheMessage(t *testing.T) {
+	t.Parallel()
+	in := unknownThen401(t, provider.Bird)
+	run, err := start(context.Background(), in)
+	require.NoError(t, err)
+	res, err := resultWithin(t, run, 90*time.Second)
+	require.NoError(t, err, res.Reason)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Len(t, messages(provider.Bird, in.Key), 1)
+	require.Equal(t, "Delivered", settledAs(t, in.Key))
+}
+
+// The same at Sendy, which cannot be searched without a message id: the
+// run awaits a decision with the outcome unknown, and a cancel says an
+// SMS may have gone out, in the result and in the ledger.
+func TestA401AfterAnUnknownSendyAttemptIsNotFailed(t *testing.T) {
+	t.Parallel()
+	in := unknownThen401(t, provider.Sendy)
+	run, err := start(context.Background(), in)
+	require.NoError(t, err)
+	s := awaitState(t, in.Key, contract.AwaitingDecision, 60*time.Second)
+	require.Contains(t, s.Reason, "the outcome is unknown")
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalCancel, map[string]string{"reason": "will call the customer", "by": "pia"}))
+	res, _ := result(t, run)
+	require.Equal(t, contract.Cancelled, res.State)
+	require.True(t, res.OutcomeUnknown, res.Reason)
+	require.Len(t, messages(provider.Sendy, in.Key), 1, "the first attempt did send")
+	e, err := stack.Ledger.Event(context.Background(), in.Key)
+	require.NoError(t, err)
+	require.Equal(t, "Cancelled", e.Outcome)
+	require.Contains(t, e.Reason, "may have gone out")
+}
