@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultRateLimits are the providers' published request limits, a
-// minute, for the whole fleet: Sendy allows 60 (PROVIDERS.md); Bird
+// minute, for the whole fleet: Sendy allows 60 (docs/providers.md); Bird
 // publishes none (0: no limit).
 var DefaultRateLimits = map[provider.Name]int{provider.Sendy: 60, provider.Bird: 0}
 

@@ -166,7 +166,7 @@ func TestCheckRecipient(t *testing.T) {
 func TestWarningsFlagFreshTimestamps(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2025, 9, 10, 0, 0, 0, 0, time.UTC)
-	ws := Warnings("otp-8412-1757404892", now) // the example in PROVIDERS.md
+	ws := Warnings("otp-8412-1757404892", now) // the example in docs/providers.md
 	require.Len(t, ws, 1)
 	require.Equal(t, WarnTimestamp, ws[0].Code)
 	require.Contains(t, ws[0].Message, "1757404892")

@@ -1,7 +1,7 @@
 package provider_test
 
 // The conformance suite: each client against the simulator, over every row
-// of both providers' tables in PROVIDERS.md. Each test counts the messages
+// of both providers' tables in docs/providers.md. Each test counts the messages
 // the simulator created, which is the only count of real sends.
 
 import (

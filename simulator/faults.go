@@ -10,7 +10,7 @@ import (
 // Kind is a fault the simulator can inject into send requests.
 type Kind string
 
-// The fault kinds, from the simulator section of PROVIDERS.md.
+// The fault kinds, as docs/providers.md describes the providers' contracts.
 const (
 	// DropAfterCommit: the send takes effect and its answer is stored for
 	// replay, then the connection is closed without an answer.

@@ -1,6 +1,6 @@
 // Package simulator is one HTTP server that plays both SMS providers, Bird
 // and Sendy, for tests, demos, benchmarks and fault drills. It follows the
-// contracts in PROVIDERS.md byte for byte where they speak of bytes, keeps
+// contracts in docs/providers.md byte for byte where they speak of bytes, keeps
 // its own movable clock (replay retention, in-flight locks and delivery
 // follow it), injects every fault listed there, and records every request
 // and every message it created, so tests count real sends.
@@ -23,7 +23,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Defaults from PROVIDERS.md.
+// Defaults from the providers' contracts (docs/providers.md).
 const (
 	DefaultRetention      = 3 * time.Hour
 	DefaultLockExpiry     = 30 * time.Second

@@ -21,7 +21,7 @@ import (
 // a references the activities; Temporal only reads the method names.
 var a *activities.Activities
 
-// SendSMS is the life of one business event's SMS (DESIGN.md, "The life of
+// SendSMS is the life of one business event's SMS (docs/design.md, "The life of
 // one event"): claim the key, send with the same key and bytes under a
 // retry policy that retries only what is safe, track delivery, reconcile
 // when the replay window closes with the outcome unknown, and wait for a

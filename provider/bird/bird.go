@@ -1,5 +1,5 @@
 // Package bird is the client for Bird's SMS channel API, following Bird's
-// idempotency contract (PROVIDERS.md): one Idempotency-Key per intended SMS,
+// idempotency contract (docs/providers.md): one Idempotency-Key per intended SMS,
 // the identical request bytes on every retry, Idempotency-Replay: true on a
 // replayed answer, and the E-codes of its 409 and 503 answers.
 package bird
@@ -171,7 +171,7 @@ type errorBody struct {
 }
 
 // Classify maps one Bird answer onto an outcome class, following the table
-// in PROVIDERS.md. Anything it cannot read with certainty is Unknown, never
+// in docs/providers.md. Anything it cannot read with certainty is Unknown, never
 // Accepted: a retry with the same key and bytes is always safe.
 func Classify(status int, h http.Header, body []byte, now time.Time) provider.Result {
 	r := provider.Result{HTTPStatus: status}

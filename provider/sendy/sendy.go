@@ -1,5 +1,5 @@
 // Package sendy is the client for Sendy's messages API, following Sendy's
-// idempotency contract (PROVIDERS.md): 202 for a new send, 200 with the same
+// idempotency contract (docs/providers.md): 202 for a new send, 200 with the same
 // message for a retry with the same Idempotency-Key, and a key bound to the
 // recipient and the text (409 IDEMPOTENCY_CONFLICT otherwise).
 package sendy
