@@ -181,8 +181,6 @@ type PrepareOutput struct {
 	// LedgerID is the identity of the ledger that claimed the event: the
 	// run passes it to every later activity, which refuses another ledger.
 	LedgerID string `json:"ledgerId,omitempty"`
-	// RunID is the run that holds the event after the claim.
-	RunID string `json:"runId,omitempty"`
 }
 
 // Prepare validates the event, plans the request bytes once and claims the
@@ -232,7 +230,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	case err != nil:
 		return out, err // the ledger is down: retry, nothing was sent
 	}
-	out.Created, out.LedgerID, out.RunID = claim.Created, a.Ledger.Identity(), claim.Event.RunID
+	out.Created, out.LedgerID = claim.Created, a.Ledger.Identity()
 	out.FirstAttemptAt = claim.Event.FirstAttemptAt
 	if claim.Event.Settled() {
 		e := claim.Event
@@ -296,8 +294,6 @@ type RecallOutput struct {
 	// under any key and in any run, that ended without a certain answer
 	// or never ended; zero when there is none.
 	LastUncertainAt time.Time `json:"lastUncertainAt"`
-	// SendKeys are every key the event used, in the order first tried.
-	SendKeys []SendKey `json:"sendKeys,omitempty"`
 }
 
 // Recall reads the event's attempts from the ledger: a run asks after a
@@ -315,16 +311,14 @@ func (a *Activities) Recall(ctx context.Context, in RecallInput) (RecallOutput, 
 		return out, err
 	}
 	for _, at := range attempts { // oldest first
-		if at.SendKey != in.SendKey {
-			continue
+		if at.SendKey == in.SendKey {
+			if out.Attempts == 0 {
+				out.FirstAttemptAt = at.StartedAt
+			}
+			out.Attempts++
 		}
-		if out.Attempts == 0 || at.StartedAt.Before(out.FirstAttemptAt) {
-			out.FirstAttemptAt = at.StartedAt
-		}
-		out.Attempts++
 	}
 	out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
-	out.SendKeys = sendKeys(attempts)
 	return out, nil
 }
 
@@ -614,24 +608,31 @@ type ReconcileOutput struct {
 }
 
 // notSent reports whether no attempt under the wanted keys can have sent
-// a message.
+// a message: each was answered without being executed, or rejected.
 func notSent(attempts []ledger.Attempt, want map[string]bool) bool {
 	for _, at := range attempts {
-		if !want[at.SendKey] {
-			continue
-		}
-		switch o := provider.Outcome(at.Outcome); {
-		case at.Open() || at.MessageID != "":
-			return false
-		case o == provider.NotExecuted || o == provider.RateLimited:
-		case o == provider.Rejected && at.HTTPStatus != http.StatusConflict:
-			// A 409 rejection says the key is bound to another request,
-			// which the provider may have sent: not counted as unsent.
-		default:
+		if want[at.SendKey] && !unexecuted(at, true) {
 			return false
 		}
 	}
 	return true
+}
+
+// unexecuted reports an attempt whose answer says it sent nothing: not
+// executed or rate limited, or, with rejected, refused. A 409 rejection
+// says the key is bound to another request, which the provider may have
+// sent, so it never counts.
+func unexecuted(at ledger.Attempt, rejected bool) bool {
+	if at.Open() || at.MessageID != "" {
+		return false
+	}
+	switch provider.Outcome(at.Outcome) {
+	case provider.NotExecuted, provider.RateLimited:
+		return true
+	case provider.Rejected:
+		return rejected && at.HTTPStatus != http.StatusConflict
+	}
+	return false
 }
 
 // notExecutedOnly reports whether every attempt under the wanted keys
@@ -643,8 +644,7 @@ func notExecutedOnly(attempts []ledger.Attempt, want map[string]bool) bool {
 			continue
 		}
 		n++
-		o := provider.Outcome(at.Outcome)
-		if at.Open() || at.MessageID != "" || (o != provider.NotExecuted && o != provider.RateLimited) {
+		if !unexecuted(at, false) {
 			return false
 		}
 	}

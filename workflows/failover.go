@@ -163,7 +163,7 @@ func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error 
 	}
 	if r.nothingForgotten() {
 		// One late look at the provider left, before the run settles.
-		r.left = append(r.left, leftLook{Provider: canonical(from), Keys: r.provKeys(), At: r.recheckAt})
+		r.leaveOthers(p)
 	}
 	r.policy = out.Policy.WithDefaults()
 	r.note("moving from %s to %s under %s (%s): %s", from, p, key, by, evidence)

@@ -111,14 +111,13 @@ func (r *run) lookAtLeft() {
 			continue
 		}
 		r.note("the last look at %s, which the run moved away from: %s", l.Provider, out.How)
-		if (!out.Searched && !out.NotSent) || len(out.Vanished) > 0 {
+		if cannotSpeak(out) {
 			r.unsearchable = true
 		}
 		for _, id := range out.Vanished {
 			r.addMessageAt(id, l.Provider)
 		}
 		for _, m := range out.Messages {
-			r.addMessageAt(m.ID, l.Provider)
 			r.note("found message %s at %s (status %s)", m.ID, l.Provider, m.Status)
 			r.seen(m.ID, m.Status)
 			if !m.Status.Failed() && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
@@ -136,7 +135,7 @@ func (r *run) lookAtLeft() {
 func (r *run) settleKnown() {
 	for i := 0; ; i++ {
 		if r.st.State == contract.Cancelled || r.st.State == contract.Failed {
-			r.unknownOutcome()
+			r.mayHaveSent(r.reconcileFailed || r.unsearchable)
 		}
 		out, ok := r.settleChecked(i < 3)
 		if ok {
@@ -155,7 +154,7 @@ func (r *run) settleKnown() {
 		r.rechecked = false
 		for _, k := range out.UnknownKeys {
 			if p := r.providerOf(k.Key); !sameProvider(p, r.st.Provider) {
-				r.left = append(r.left, leftLook{Provider: canonical(p), Keys: []string{k.Key}, At: r.recheckAt})
+				r.oweLook(p, k.Key)
 			}
 		}
 		r.reconcileFailed, r.unsearchable = false, false
@@ -167,11 +166,12 @@ func (r *run) settleKnown() {
 	}
 }
 
-// unknownOutcome makes a Cancelled or Failed run say that an SMS may have
-// gone out, where an attempt ended without a certain answer and no search
-// could tell: support must not read "Cancelled" as "nothing was sent".
-func (r *run) unknownOutcome() {
-	if r.st.OutcomeUnknown || !(r.reconcileFailed || r.unsearchable) || len(r.live) > 0 {
+// mayHaveSent makes a run that ends Cancelled or Failed say that an SMS
+// may have gone out, when unresolved (an attempt ended without a certain
+// answer that no search could resolve) and no live message is known:
+// support must not read "Cancelled" as "nothing was sent".
+func (r *run) mayHaveSent(unresolved bool) {
+	if r.st.OutcomeUnknown || !unresolved || len(r.live) > 0 {
 		return
 	}
 	r.st.OutcomeUnknown = true
@@ -183,14 +183,7 @@ func (r *run) unknownOutcome() {
 // a ledger that stays unwritable for a day fails the run visibly rather
 // than let it end as if the outcome were recorded. The first settle of an
 // event wins: a different outcome already stored is noted.
-func (r *run) settle() {
-	defer r.countSettled()
-	var out activities.SettleOutput
-	err := r.ledgerStep("Settle", settleOptions(), a.Settle, activities.SettleInput{
-		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
-	}, &out)
-	r.settled(out, err)
-}
+func (r *run) settle() { r.settleChecked(false) }
 
 // countSettled counts the run's settle, and a duplicate it reports.
 func (r *run) countSettled() {
@@ -208,10 +201,11 @@ func (r *run) countSettled() {
 // check, the ledger refuses the settle while it holds keys of the event
 // the run does not know, and ok is false with those keys in out.
 func (r *run) settleChecked(check bool) (out activities.SettleOutput, ok bool) {
-	err := r.ledgerStep("Settle", settleOptions(), a.Settle, activities.SettleInput{
-		Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
-		KnownKeys: r.st.KeysUsed, CheckKeys: check,
-	}, &out)
+	in := activities.SettleInput{Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID}
+	if check {
+		in.KnownKeys, in.CheckKeys = r.st.KeysUsed, true
+	}
+	err := r.ledgerStep("Settle", settleOptions(), a.Settle, in, &out)
 	if err == nil && len(out.UnknownKeys) > 0 {
 		return out, false
 	}

@@ -32,8 +32,7 @@ func (h *harness) uncertainFirst(then func(attempt int32) (activities.SendOutput
 		return then(attempt)
 	})
 	h.recall = func(in activities.RecallInput) activities.RecallOutput {
-		return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 2, LastUncertainAt: h.start,
-			SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}}}
+		return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 2, LastUncertainAt: h.start}
 	}
 }
 
@@ -404,4 +403,29 @@ func (u *updateCallbacks) Complete(v any, err error) {
 	if u.complete != nil {
 		u.complete(v, err)
 	}
+}
+
+// 3, bounded: a resend that waits for a search keeps the deadline of the
+// wait it was decided in. Every search after the decision fails: the run
+// ends Failed by that deadline, saying the resend was never carried out.
+func TestADeferredResendKeepsTheFirstDeadline(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	downThenAwaiting(h)
+	decided := h.policy.SendBudget() + time.Hour
+	h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		if since >= decided {
+			return activities.ReconcileOutput{}, errors.New("bird: 502 on the list endpoint")
+		}
+		return activities.ReconcileOutput{Searched: true, ByKey: true}, nil
+	})
+	h.signal(decided, contract.SignalResend, map[string]string{"reason": "customer called", "by": "alice"})
+	h.run()
+	res, _ := h.result()
+	require.Equal(t, contract.Failed, res.State)
+	require.Contains(t, res.Reason, "the resend decided by alice (customer called) was never carried out")
+	require.Empty(t, res.ResendKeys)
+	// The wait began when the window closed (just before SendBudget); its
+	// deadline is 72 h later, and the last search may run its budget.
+	require.Less(t, h.env.Now().Sub(h.start), h.policy.SendBudget()+h.policy.DecisionDeadline+h.policy.ReconcileBudget+time.Minute)
 }

@@ -20,9 +20,7 @@ import (
 // ledger says the event was settled before; nothing is sent).
 func (r *run) prepare() (ended bool) {
 	var out activities.PrepareOutput
-	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, activities.PrepareInput{
-		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text, Fallback: r.in.Fallback,
-	}, &out)
+	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, r.prepareInput(), &out)
 	if err != nil {
 		r.st.State, r.st.Reason = contract.Failed, "the event cannot be sent as given: "+errorMessage(err)
 		r.note("%s", r.st.Reason)
@@ -63,6 +61,11 @@ func (r *run) prepare() (ended bool) {
 		return r.resume(out.SendKeys)
 	}
 	return false
+}
+
+// prepareInput is the event as Prepare checks and claims it.
+func (r *run) prepareInput() activities.PrepareInput {
+	return activities.PrepareInput{Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text, Fallback: r.in.Fallback}
 }
 
 // resume carries on from every key an earlier run of the event used:
@@ -119,33 +122,29 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 // leaveOthers owes one late look to every provider other than p that
 // the event has keys at, as a move to p does.
 func (r *run) leaveOthers(p string) {
-	var order []string
-	keysAt := map[string][]string{}
 	for _, k := range r.st.KeysUsed {
-		q := canonical(r.providerOf(k))
-		if sameProvider(q, p) {
-			continue
+		if q := r.providerOf(k); !sameProvider(q, p) {
+			r.oweLook(q, k)
 		}
-		if _, ok := keysAt[q]; !ok {
-			order = append(order, q)
-		}
-		keysAt[q] = append(keysAt[q], k)
-	}
-	for _, q := range order {
-		i := slices.IndexFunc(r.left, func(l leftLook) bool { return l.Provider == q })
-		if i >= 0 {
-			r.left[i].Keys, r.left[i].At = keysAt[q], maxTime(r.left[i].At, r.recheckAt)
-			continue
-		}
-		r.left = append(r.left, leftLook{Provider: q, Keys: keysAt[q], At: r.recheckAt})
 	}
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+// oweLook owes provider p one late look for key, once the run's
+// uncertain attempts can no longer take effect.
+func (r *run) oweLook(p, key string) {
+	p = canonical(p)
+	i := slices.IndexFunc(r.left, func(l leftLook) bool { return l.Provider == p })
+	if i < 0 {
+		r.left = append(r.left, leftLook{Provider: p})
+		i = len(r.left) - 1
 	}
-	return b
+	l := &r.left[i]
+	if !slices.Contains(l.Keys, key) {
+		l.Keys = append(l.Keys, key)
+	}
+	if r.recheckAt.After(l.At) {
+		l.At = r.recheckAt
+	}
 }
 
 // learnKeys adds the keys of used that the run does not know to
@@ -181,16 +180,6 @@ func (r *run) recall(key string) activities.RecallOutput {
 	return out
 }
 
-// uncertainStands makes a run that ends without settling say that an SMS
-// may have gone out, when one of its attempts ended without a certain
-// answer that no search resolved.
-func (r *run) uncertainStands() {
-	if !r.recheckAt.IsZero() && len(r.live) == 0 && !r.st.OutcomeUnknown {
-		r.st.OutcomeUnknown = true
-		r.st.Reason += "; the outcome is unknown: an attempt ended without a certain answer that no search resolved, so an SMS may have gone out"
-	}
-}
-
 // takeOver makes this run the event's holder in the ledger when another
 // run of its workflow holds it: the run was reset (Temporal starts a new
 // run of the same workflow id, which replays the earlier run's claim) or
@@ -203,15 +192,13 @@ func (r *run) takeOver(why string) contract.State {
 	if r.takeovers > 3 {
 		r.claimed = false
 		r.st.Reason = "the event's holder in the ledger changed again after this run took it over three times: " + why + "; check the event with smsctl audit before starting it again"
-		r.uncertainStands()
+		r.mayHaveSent(!r.recheckAt.IsZero()) // it ends without a look or a settle
 		r.note("%s", r.st.Reason)
 		return contract.Failed
 	}
 	r.note("another run of this workflow holds the event in the ledger (%s): this run was reset or continues that run, which has ended; taking the event over with every key and attempt it already had", why)
 	var out activities.PrepareOutput
-	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, activities.PrepareInput{
-		Key: r.in.Key, Provider: r.in.Provider, To: r.in.To, From: r.in.From, Text: r.in.Text, Fallback: r.in.Fallback,
-	}, &out)
+	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, r.prepareInput(), &out)
 	failed := ""
 	switch {
 	case err != nil:
@@ -233,7 +220,7 @@ func (r *run) takeOver(why string) contract.State {
 	if failed != "" {
 		r.claimed = false
 		r.st.Reason = failed
-		r.uncertainStands()
+		r.mayHaveSent(!r.recheckAt.IsZero()) // it ends without a look or a settle
 		r.note("%s", r.st.Reason)
 		return contract.Failed
 	}

@@ -39,9 +39,6 @@ func (r *run) reconcile() (contract.State, bool) {
 	if r.v >= versionFailover && r.in.Fallback != "" && sameProvider(r.st.Provider, r.in.Provider) {
 		return r.failover(out), false
 	}
-	if r.nothingForgotten() && out.NotSent && len(out.Vanished) == 0 && !r.recheckPending() {
-		r.note("nothing under %s can have reached %s: no attempt that could send ever began; a plain resend is safe", strings.Join(r.provKeys(), ", "), r.st.Provider)
-	}
 	return contract.AwaitingDecision, false
 }
 
@@ -54,7 +51,7 @@ func (r *run) searched(out activities.ReconcileOutput) {
 	if r.nothingForgotten() {
 		// Nothing to find where nothing can have been sent; a message of
 		// ours the provider cannot find is one whose fate is unknown.
-		r.unsearchable = (!out.Searched && !out.NotSent) || len(out.Vanished) > 0
+		r.unsearchable = cannotSpeak(out)
 		for _, id := range out.Vanished {
 			r.addMessageAt(id, r.st.Provider)
 		}
@@ -66,6 +63,13 @@ func (r *run) searched(out activities.ReconcileOutput) {
 				u.Uncertain, u.Key, r.st.Provider))
 		}
 	}
+}
+
+// cannotSpeak reports a search that succeeded but cannot rule out a
+// message of the keys: the provider's records could not be searched for
+// them while an attempt may have sent, or a message of ours vanished.
+func cannotSpeak(out activities.ReconcileOutput) bool {
+	return (!out.Searched && !out.NotSent) || len(out.Vanished) > 0
 }
 
 // explainNotFound sets the reason of a run that found no live message.
@@ -204,6 +208,9 @@ func (r *run) recheckPending() bool {
 }
 
 func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
+	if r.nothingForgotten() {
+		return r.lookupAt(r.st.Provider, keys)
+	}
 	opts := r.onQueue(workflow.ActivityOptions{
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: r.policy.ReconcileBudget,
@@ -215,25 +222,17 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 		// budget runs while it waits.
 		opts.Priority = temporal.Priority{PriorityKey: reconcilePriority}
 	}
-	known := r.st.MessageIDs
-	if r.nothingForgotten() {
-		known = r.knownIDs(r.st.Provider)
-	}
 	ctx := workflow.WithActivityOptions(r.ctx, opts)
 	var out activities.ReconcileOutput
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
-		EventKey: r.in.Key, Provider: r.st.Provider, Keys: keys, KnownIDs: known, Since: r.eventStart, LedgerID: r.ledgerID,
+		EventKey: r.in.Key, Provider: r.st.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
 	}).Get(ctx, &out)
-	if err == nil && r.nothingForgotten() {
-		for _, m := range out.Messages {
-			r.addMessageAt(m.ID, r.st.Provider)
-		}
-	}
 	return out, err
 }
 
 // lookupAt searches provider p's records for keys, with the ids p gave
-// the run: a late look at a provider the run moved away from.
+// the run (runs since versionNothingForgotten; lookup is the same search
+// at the provider in use).
 func (r *run) lookupAt(p string, keys []string) (activities.ReconcileOutput, error) {
 	opts := r.onQueueOf(workflow.ActivityOptions{
 		StartToCloseTimeout:    2 * time.Minute,
@@ -246,6 +245,11 @@ func (r *run) lookupAt(p string, keys []string) (activities.ReconcileOutput, err
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
 		EventKey: r.in.Key, Provider: p, Keys: keys, KnownIDs: r.knownIDs(p), Since: r.eventStart, LedgerID: r.ledgerID,
 	}).Get(ctx, &out)
+	if err == nil {
+		for _, m := range out.Messages {
+			r.addMessageAt(m.ID, p)
+		}
+	}
 	return out, err
 }
 

@@ -28,15 +28,8 @@ func (r *run) track() (contract.State, bool) {
 		// The answer that accepted the message (a replay carries the
 		// message's status) or the search that found it may already
 		// say how it ended.
-		switch s := provider.Status(r.st.DeliveryStatus); {
-		case s == provider.StatusDelivered:
-			r.st.Reason = fmt.Sprintf("delivered as message %s", id)
-			return contract.Delivered, false
-		case s.Failed():
-			r.deliveryFailed = true
-			r.seen(id, s)
-			r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, s)
-			return contract.AwaitingDecision, false
+		if next, final := r.finalStatus(id, provider.Status(r.st.DeliveryStatus)); final {
+			return next, false
 		}
 	}
 	for {
@@ -81,19 +74,28 @@ func (r *run) track() (contract.State, bool) {
 			r.st.DeliveryStatus = string(m.Status)
 			r.note("message %s is %s", id, m.Status)
 		}
-		switch {
-		case m.Status == provider.StatusDelivered:
-			r.st.Reason = fmt.Sprintf("delivered as message %s", id)
-			return contract.Delivered, false
-		case m.Status.Failed():
-			r.deliveryFailed = true
-			if r.nothingForgotten() {
-				r.seen(id, m.Status)
-			}
-			r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, m.Status)
-			return contract.AwaitingDecision, false
+		if next, final := r.finalStatus(id, m.Status); final {
+			return next, false
 		}
 	}
+}
+
+// finalStatus reads a final status of the message the run follows: the
+// next state, and whether there is one.
+func (r *run) finalStatus(id string, s provider.Status) (contract.State, bool) {
+	switch {
+	case s == provider.StatusDelivered:
+		r.st.Reason = fmt.Sprintf("delivered as message %s", id)
+		return contract.Delivered, true
+	case s.Failed():
+		r.deliveryFailed = true
+		if r.nothingForgotten() {
+			r.seen(id, s)
+		}
+		r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, s)
+		return contract.AwaitingDecision, true
+	}
+	return "", false
 }
 
 // lookUntilFinal looks the message up until its status is final, as one
