@@ -79,6 +79,22 @@ type Config struct {
 	// run, with the other provider as their fallback: the run moves to
 	// it, once. Default 0.04.
 	FailoverShare float64
+	// ResetShare is the share of events whose run an operator resets
+	// (the web UI's Reset) to a workflow task drawn by the seed, at a time
+	// drawn by the seed in the first one and a half replay windows: after
+	// acceptance, while awaiting a decision, mid-retry, or after it ended.
+	// Default 0.04.
+	ResetShare float64
+	// RotateShare is the share of events that meet a credential rotation:
+	// the first attempt takes effect without storing its answer (500),
+	// and the second is refused 401, as when the provider's credential
+	// was rotated mid-load; later attempts go through. Default 0.03.
+	RotateShare float64
+	// SendyBurst adds that many Sendy events, started at once, and turns
+	// on Sendy's limit of 60 requests a minute at the simulator and the
+	// workers' default fleet limit: sends wait in the task queue past
+	// their window. Default 0 (no burst, no limit).
+	SendyBurst int
 	// Hang is how long hung requests wait before they take effect, and
 	// LockLifetime Bird's in-flight lock: shorter than the hang, so a
 	// retry meanwhile sends too. Defaults 4 s and 3 s.
@@ -113,6 +129,8 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.LateShare, 0.03)
 	orDefault(&c.SecondKeyShare, 0.03)
 	orDefault(&c.FailoverShare, 0.04)
+	orDefault(&c.ResetShare, 0.04)
+	orDefault(&c.RotateShare, 0.03)
 	orDefault(&c.Hang, 4*time.Second)
 	orDefault(&c.LockLifetime, 3*time.Second)
 	orDefault(&c.Concurrency, 32)
@@ -153,10 +171,15 @@ type event struct {
 	key  string
 	down bool
 	// slice names the event's scripted faults: "down", "late",
-	// "second-key", "failover" or "".
+	// "second-key", "failover", "rotated", "reset", "burst" or "".
 	slice string
-	mu    sync.Mutex
-	out   Outcome
+	// resetAfter and resetPoint, for the reset slice: when after its
+	// posts the run is reset, and which of its workflow tasks (a share of
+	// those completed then) it is reset to.
+	resetAfter time.Duration
+	resetPoint float64
+	mu         sync.Mutex
+	out        Outcome
 }
 
 func (d *drill) logf(format string, args ...any) {
@@ -255,10 +278,16 @@ func (d *drill) startSimulator(ctx context.Context) (*procs.Proc, error) {
 		return nil, err
 	}
 	d.simURL = "http://" + addr
+	// Sendy's limit (60 a minute) only with a burst: it holds every Sendy
+	// request of the drill to its pace.
+	sendyLimit := "-1"
+	if d.cfg.SendyBurst > 0 {
+		sendyLimit = fmt.Sprint(simulator.DefaultSendyRateLimit)
+	}
 	p, err := procs.Start("simulator", d.cfg.Bins.Simulator, []string{
 		"--addr", addr, "--seed", fmt.Sprint(d.cfg.Seed), "--log-format", "json",
 		"--bird-retention", d.cfg.Window.String(), "--sendy-retention", d.cfg.Window.String(),
-		"--lock-expiry", d.cfg.LockLifetime.String(), "--delivery-delay", "1s", "--sendy-rate-limit", "-1",
+		"--lock-expiry", d.cfg.LockLifetime.String(), "--delivery-delay", "1s", "--sendy-rate-limit", sendyLimit,
 	}, nil, filepath.Join(d.cfg.Dir, "simulator.log"))
 	if err != nil {
 		return nil, err
@@ -296,10 +325,26 @@ func (d *drill) plan() {
 			if e.Provider == string(provider.Sendy) {
 				ev.e.Fallback = string(provider.Bird)
 			}
+		case x < d.cfg.DownShare+d.cfg.LateShare+d.cfg.SecondKeyShare+d.cfg.FailoverShare+d.cfg.RotateShare:
+			ev.slice = "rotated"
+		case x < d.cfg.DownShare+d.cfg.LateShare+d.cfg.SecondKeyShare+d.cfg.FailoverShare+d.cfg.RotateShare+d.cfg.ResetShare:
+			ev.slice = "reset"
+			ev.resetAfter = time.Duration(d.rng.Float64() * 1.5 * float64(d.cfg.Window))
+			ev.resetPoint = d.rng.Float64()
 		}
 		ev.down = ev.slice == "down"
 		ev.out = Outcome{Key: ev.key, Provider: provider.Name(e.Provider), Down: ev.down, Slice: ev.slice}
 		d.events = append(d.events, ev)
+	}
+	for i := 0; i < d.cfg.SendyBurst; i++ {
+		id := fmt.Sprintf("%d%06d", d.cfg.Seed%1000, d.cfg.Events+i)
+		e := starter.Event{Kind: "order", ID: id, Stage: "shipped", Provider: string(provider.Sendy), To: "+972502345678", Text: "Order " + id + " has shipped."}
+		k, err := keys.Event(e.Kind, e.ID, e.Stage)
+		if err != nil {
+			panic(err) // the ids above are always valid
+		}
+		d.events = append(d.events, &event{e: e, key: string(k), slice: "burst",
+			out: Outcome{Key: string(k), Provider: provider.Sendy, Slice: "burst"}})
 	}
 }
 
@@ -326,6 +371,15 @@ func (d *drill) installFaults() error {
 				down = simulator.Fault{Kind: simulator.RateLimit, Provider: p, Key: e.key, Rate: 1, Delay: simulator.Duration(time.Second)}
 			}
 			rules = append(rules, down)
+		case "rotated":
+			// The credential was rotated after the first attempt took
+			// effect: its answer was lost, the next is refused 401.
+			rules = append(rules,
+				simulator.Fault{Kind: simulator.Unstored, Provider: p, Key: e.key, Count: 1},
+				simulator.Fault{Kind: simulator.Unauthorized, Provider: p, Key: e.key, Count: 1})
+		case "reset":
+			// Mid-retry at the reset for some: two attempts fail first.
+			rules = append(rules, simulator.Fault{Kind: simulator.Error5xx, Provider: p, Key: e.key, Count: 2})
 		case "second-key":
 			resend := e.key + "~resend-1"
 			rules = append(rules,
@@ -362,8 +416,8 @@ func (d *drill) installFaults() error {
 		body, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("drill: install faults: %d %s", resp.StatusCode, body)
 	}
-	d.logf("installed %d fault rules (rate %.3f per kind); scripted events: %d down past the window, %d late second message, %d unknown resend, %d down for the whole run with a fallback",
-		len(rules), d.cfg.FaultRate, slices["down"], slices["late"], slices["second-key"], slices["failover"])
+	d.logf("installed %d fault rules (rate %.3f per kind); scripted events: %d down past the window, %d late second message, %d unknown resend, %d down for the whole run with a fallback, %d credential rotations after an unknown attempt, %d runs reset by an operator, %d Sendy events in a burst",
+		len(rules), d.cfg.FaultRate, slices["down"], slices["late"], slices["second-key"], slices["failover"], slices["rotated"], slices["reset"], slices["burst"])
 	return nil
 }
 
@@ -403,11 +457,21 @@ func (d *drill) startAll(ctx context.Context) error {
 	for i, e := range d.events {
 		index[e] = i
 	}
+	var resets sync.WaitGroup
 	d.each(func(e *event) {
 		time.Sleep(time.Until(begin.Add(spread * time.Duration(index[e]) / time.Duration(len(d.events)))))
 		d.postThrice(ctx, e)
+		if e.slice == "reset" {
+			resets.Add(1)
+			go func() {
+				defer resets.Done()
+				time.Sleep(e.resetAfter)
+				d.resetRun(ctx, e)
+			}()
+		}
 	})
 	d.logf("all events posted")
+	resets.Wait()
 	return <-killErr
 }
 
@@ -557,6 +621,7 @@ func (d *drill) decideAndDrain(ctx context.Context) error {
 			return fmt.Errorf("drill: %d runs still await a decision after %d rounds: %s", len(awaiting), round-1, strings.Join(first(awaiting, 10), ", "))
 		}
 		d.logf("round %d: %d runs await a decision", round, len(awaiting))
+		d.unknownButUnsent(ctx, awaiting)
 		for _, k := range awaiting {
 			e := d.byKey(k)
 			action, force := contract.ActionResend, false
@@ -605,11 +670,24 @@ func (d *drill) collectResults(ctx context.Context) {
 		res, err := d.st.Wait(wctx, e.key)
 		cancel()
 		_, isResult := contract.ResultFromError(err)
+		requeued := 0
+		if e.slice == "burst" {
+			// How often the run found that its send never left the task
+			// queue within the window, and sent again.
+			if st, serr := d.st.Status(ctx, e.key); serr == nil {
+				for _, l := range st.Timeline {
+					if strings.Contains(l.Text, "never left the task queue") {
+						requeued++
+					}
+				}
+			}
+		}
 		started, perr := d.retry(ctx, func(ctx context.Context) (bool, error) { return d.postIntake(ctx, e) })
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.out.Ended = err == nil || isResult
 		e.out.Result = res
+		e.out.Requeued = requeued
 		switch {
 		case perr != nil:
 			e.out.AfterSettled = "error: " + perr.Error()

@@ -36,6 +36,16 @@ type Outcome struct {
 	Audit          string              `json:"audit,omitempty"`
 	AuditDuplicate bool                `json:"auditDuplicate,omitempty"`
 	Messages       []simulator.Message `json:"messages"`
+	// Resets counts the operator resets of the event's run (reset slice);
+	// ResetError is why one could not be made.
+	Resets     int    `json:"resets,omitempty"`
+	ResetError string `json:"resetError,omitempty"`
+	// UnknownUnsent is true when the run awaited a decision calling its
+	// outcome unknown while the provider never received a send of it.
+	UnknownUnsent bool `json:"unknownUnsent,omitempty"`
+	// Requeued counts the times the run (burst slice) found that its send
+	// never left the task queue within the window, and sent again.
+	Requeued int `json:"requeued,omitempty"`
 }
 
 // live reports the messages that reached, or may still reach, a phone.
@@ -102,6 +112,17 @@ type Summary struct {
 	Resends         int `json:"resends"`
 	// Failovers are the runs' own moves to their fallback provider.
 	Failovers int `json:"failovers"`
+	// Resets are the operator resets made (reset slice), Rotated the
+	// events that met a credential rotation after an unknown attempt,
+	// Burst the Sendy events of the burst.
+	Resets  int `json:"resets"`
+	Rotated int `json:"rotated"`
+	Burst   int `json:"burst"`
+	// Requeued are the sends of the burst that waited in the task queue
+	// past their window and were sent again.
+	Requeued int `json:"requeued"`
+	// OutcomeUnknown are runs that ended saying an SMS may have gone out.
+	OutcomeUnknown int `json:"outcomeUnknown"`
 
 	// The violations: each must be zero.
 	SilentDuplicates    []string `json:"silentDuplicates"`
@@ -110,14 +131,28 @@ type Summary struct {
 	UnreconciledResends []string `json:"resendsWithoutReconciliation"`
 	SecondStarts        []string `json:"eventsStartedTwice"`
 	StartedAfterSettled []string `json:"startedAfterSettled"`
+	// UnknownButUnsent are runs that awaited a decision as "unknown"
+	// though the provider never received a send of the event.
+	UnknownButUnsent []string `json:"unknownButUnsent"`
 }
 
 // Summarize counts the outcomes and finds the violations.
 func Summarize(seed uint64, kills int, outs []Outcome) Summary {
 	s := Summary{Seed: seed, Events: len(outs), Kills: kills, States: map[string]int{},
 		SilentDuplicates: []string{}, LostEvents: []string{}, UnknownMessages: []string{},
-		UnreconciledResends: []string{}, SecondStarts: []string{}, StartedAfterSettled: []string{}}
+		UnreconciledResends: []string{}, SecondStarts: []string{}, StartedAfterSettled: []string{}, UnknownButUnsent: []string{}}
 	for _, o := range outs {
+		s.Resets += o.Resets
+		s.Requeued += o.Requeued
+		switch o.Slice {
+		case "rotated":
+			s.Rotated++
+		case "burst":
+			s.Burst++
+		}
+		if o.UnknownUnsent {
+			s.UnknownButUnsent = append(s.UnknownButUnsent, o.Key)
+		}
 		s.StartsStarted += o.Started
 		s.StartsExisting += o.Existing
 		s.StartsFailed += o.Unanswered
@@ -138,6 +173,9 @@ func Summarize(seed uint64, kills int, outs []Outcome) Summary {
 		}
 		if o.Result.PossibleDuplicate {
 			s.PossibleReported++
+		}
+		if o.Result.OutcomeUnknown {
+			s.OutcomeUnknown++
 		}
 		s.BlindResends += len(o.Result.BlindResends)
 		s.Resends += len(o.Result.Resends)
@@ -188,6 +226,7 @@ func (s Summary) Violations() []string {
 	add("resends without a reconciliation before them", s.UnreconciledResends)
 	add("events that started more than one run", s.SecondStarts)
 	add("starts after the run had settled that started a new run", s.StartedAfterSettled)
+	add("runs awaiting a decision as unknown that never sent", s.UnknownButUnsent)
 	if s.StartsFailed > 0 {
 		// A client that could not hand its event over may have lost it.
 		out = append(out, fmt.Sprintf("posts never answered within their retries: %d", s.StartsFailed))
@@ -225,11 +264,17 @@ func (s Summary) Print(w io.Writer) {
 	row("runs reporting a possible duplicate", s.PossibleReported)
 	row("resends / blind (forced) / duplicates they caused", fmt.Sprintf("%d / %d / %d", s.Resends, s.BlindResends, s.BlindDuplicates))
 	row("failovers to the fallback provider (on proof)", s.Failovers)
+	row("operator resets / credential rotations / Sendy burst", fmt.Sprintf("%d / %d / %d", s.Resets, s.Rotated, s.Burst))
+	if s.Burst > 0 {
+		row("burst sends that never left the queue in their window, sent again", s.Requeued)
+	}
+	row("runs ending with the outcome unknown (an SMS may have gone out)", s.OutcomeUnknown)
 	row("SILENT DUPLICATES", len(s.SilentDuplicates))
 	row("LOST EVENTS", len(s.LostEvents))
 	row("MESSAGES THE RUN DOES NOT KNOW (bird)", len(s.UnknownMessages))
 	row("RESENDS WITHOUT RECONCILIATION", len(s.UnreconciledResends))
 	row("EVENTS STARTED TWICE", len(s.SecondStarts))
 	row("NEW RUNS AFTER SETTLED", len(s.StartedAfterSettled))
+	row("UNKNOWN BUT NEVER SENT", len(s.UnknownButUnsent))
 	_ = tw.Flush()
 }

@@ -85,3 +85,33 @@ func TestParseSeeds(t *testing.T) {
 	_, err = parseSeeds("x")
 	require.ErrorContains(t, err, `seed "x" is neither a number nor "clock"`)
 }
+
+// The slices of resets, credential rotations and the Sendy burst are
+// counted, and a run that awaited a decision as "unknown" without ever
+// sending is a violation.
+func TestSummarizeCountsResetsRotationsAndUnknownButUnsent(t *testing.T) {
+	t.Parallel()
+	ended := func(key, slice string, res contract.Result) Outcome {
+		return Outcome{Key: key, Provider: provider.Sendy, Slice: slice, Started: 1, Existing: 2, AfterSettled: "existing", Ended: true, Result: res}
+	}
+	reset := ended("r", "reset", contract.Result{State: contract.Delivered})
+	reset.Resets = 1
+	unsent := ended("u", "burst", contract.Result{State: contract.Delivered})
+	unsent.UnknownUnsent = true
+	outs := []Outcome{
+		reset,
+		ended("o", "rotated", contract.Result{State: contract.Cancelled, OutcomeUnknown: true}),
+		unsent,
+		ended("b", "burst", contract.Result{State: contract.Delivered}),
+	}
+	s := Summarize(9, 0, outs)
+	require.Equal(t, 1, s.Resets)
+	require.Equal(t, 1, s.Rotated)
+	require.Equal(t, 2, s.Burst)
+	require.Equal(t, 1, s.OutcomeUnknown)
+	require.Equal(t, []string{"u"}, s.UnknownButUnsent)
+	require.Equal(t, []string{"runs awaiting a decision as unknown that never sent: 1 (u)"}, s.Violations())
+	var b bytes.Buffer
+	s.Print(&b)
+	require.Contains(t, b.String(), "UNKNOWN BUT NEVER SENT")
+}

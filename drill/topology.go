@@ -125,11 +125,16 @@ func (d *drill) workerArgs(i int) []string {
 	args := []string{
 		"--ledger", d.ledger, "--intake", d.intakes[i], "--log-format", "json",
 		"--bird-url", d.simURL, "--bird-workspace", simulator.DevWorkspace, "--bird-channel", simulator.DevChannel,
-		"--sendy-url", d.simURL, "--sendy-rate-limit", "0", // the drill's simulator has no limit
+		"--sendy-url", d.simURL,
 		"--attempt-timeout", attemptTimeout.String(),
 		"--bird-replay-window", w.String(), "--sendy-replay-window", w.String(), "--window-margin", margin.String(),
 		"--late-effect-horizon", d.lateEffectHorizon().String(),
 		"--reconcile-retry", "10s", "--status-poll", "1s", "--tracking-limit", "3m", "--decision-deadline", "30m",
+	}
+	if d.cfg.SendyBurst == 0 {
+		// The simulator has no Sendy limit then, and neither has the
+		// fleet; with a burst, the workers keep their default limit.
+		args = append(args, "--sendy-rate-limit", "0")
 	}
 	if d.cfg.Cluster {
 		// A production worker: Temporal elsewhere, the intake on loopback unsigned.
