@@ -429,3 +429,45 @@ func TestADeferredResendKeepsTheFirstDeadline(t *testing.T) {
 	// deadline is 72 h later, and the last search may run its budget.
 	require.Less(t, h.env.Now().Sub(h.start), h.policy.SendBudget()+h.policy.DecisionDeadline+h.policy.ReconcileBudget+time.Minute)
 }
+
+// 5, while awaiting a decision: the run a reset started resends, and its
+// first send under the resend key is fenced. The ledger knows only the
+// event key (the resend key was never tried): the run takes the event
+// over and carries on with its own newer key, not back to the event key.
+func TestATakeoverKeepsTheRunsNewerKey(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.planResends()
+	h.statuses(provider.StatusDelivered)
+	resend := key + "~resend-1"
+	var mu sync.Mutex
+	fenced := false
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case in.Request.Key == key:
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: 502" })
+		case !fenced:
+			fenced = true
+			return activities.SendOutput{}, temporal.NewNonRetryableApplicationError("ledger: the event is held by another run", activities.ErrFenced, nil)
+		}
+		return accepted("m-9", attempt, provider.Accepted), nil
+	})
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+		Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start,
+		SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
+	}, nil).Once()
+	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{Searched: true, ByKey: true}, nil
+	})
+	h.signal(h.policy.SendBudget()+time.Hour, contract.SignalResend, map[string]string{"reason": "customer called", "by": "olga"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Equal(t, []string{resend}, res.ResendKeys)
+	require.Equal(t, []string{"m-9"}, res.MessageIDs)
+	require.True(t, timelineHas(h.query(), "took the event over"), "%v", h.query().Timeline)
+}

@@ -227,8 +227,18 @@ func (r *run) takeOver(why string) contract.State {
 	r.claimed = true
 	r.firstPolicy = out.Policy.WithDefaults()
 	r.uncertainSince(out.LastUncertainAt)
-	if ended := r.resume(out.SendKeys); ended {
-		return contract.Failed
+	if slices.ContainsFunc(out.SendKeys, func(k activities.SendKey) bool { return k.Key == r.st.CurrentKey }) {
+		// The ledger's last key is at least as new as the run's.
+		if ended := r.resume(out.SendKeys); ended {
+			return contract.Failed
+		}
+	} else {
+		// The run's own key was never tried (the fence stopped its first
+		// attempt): it is newer than any the ledger holds, so the run
+		// keeps it and only learns the others, owing a look to any
+		// other provider among them.
+		r.learnKeys(out.SendKeys)
+		r.leaveOthers(r.st.Provider)
 	}
 	r.note("took the event over: keys %s, carrying on with %s", strings.Join(r.st.KeysUsed, ", "), r.st.CurrentKey)
 	// The current key's window counts from its first attempt in any run.
