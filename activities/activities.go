@@ -294,6 +294,9 @@ type RecallOutput struct {
 	// under any key and in any run, that ended without a certain answer
 	// or never ended; zero when there is none.
 	LastUncertainAt time.Time `json:"lastUncertainAt"`
+	// SendKeys are every key the event used, in any run, in the order
+	// first tried: a run learns those another run of its workflow used.
+	SendKeys []SendKey `json:"sendKeys,omitempty"`
 }
 
 // Recall reads the event's attempts from the ledger: a run asks after a
@@ -319,6 +322,7 @@ func (a *Activities) Recall(ctx context.Context, in RecallInput) (RecallOutput, 
 		}
 	}
 	out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
+	out.SendKeys = sendKeys(attempts)
 	return out, nil
 }
 

@@ -218,6 +218,11 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 	}
 	fresh := r.freshSearch
 	r.freshSearch = false
+	if r.nothingForgotten() && r.learnFromLedger() {
+		// Keys another run of the workflow used (before a reset): the
+		// search covers them, and the next key is one no run has used.
+		search, fresh = true, false
+	}
 	if search && fresh {
 		// A deferred resend carried out on the search that just
 		// succeeded and found no live message of the event.

@@ -112,9 +112,14 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	r.req, r.sendStart = req, last.FirstAttemptAt
 	if r.nothingForgotten() {
 		r.leaveOthers(p)
+		// The message the run followed was another key's.
+		r.primary, r.lastSend, r.deliveryFailed = "", "", false
 	}
 	r.st.Provider = p
 	r.st.CurrentKey = last.Key
+	if r.nothingForgotten() {
+		r.upsertSearch() // the provider may have changed
+	}
 	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
 	return false
 }
@@ -163,6 +168,21 @@ func (r *run) learnKeys(used []activities.SendKey) (learnt bool) {
 		r.st.KeysUsed = append(r.st.KeysUsed, k.Key)
 	}
 	return learnt
+}
+
+// learnFromLedger learns the keys the ledger holds for the event that
+// the run does not know, which another run of its workflow used (the run
+// a Temporal reset replaced), owing a look to their providers. It
+// reports whether there were any.
+func (r *run) learnFromLedger() bool {
+	rec := r.recall(r.req.Key)
+	if !r.learnKeys(rec.SendKeys) {
+		return false
+	}
+	r.note("the ledger holds keys of the event this run did not know (another run of its workflow used them): %s", strings.Join(r.st.KeysUsed, ", "))
+	r.uncertainSince(rec.LastUncertainAt)
+	r.leaveOthers(r.st.Provider)
+	return true
 }
 
 // recall asks the ledger what it holds of the event and of key (a
@@ -226,7 +246,6 @@ func (r *run) takeOver(why string) contract.State {
 	}
 	r.claimed = true
 	r.firstPolicy = out.Policy.WithDefaults()
-	r.uncertainSince(out.LastUncertainAt)
 	if slices.ContainsFunc(out.SendKeys, func(k activities.SendKey) bool { return k.Key == r.st.CurrentKey }) {
 		// The ledger's last key is at least as new as the run's.
 		if ended := r.resume(out.SendKeys); ended {
@@ -238,8 +257,11 @@ func (r *run) takeOver(why string) contract.State {
 		// keeps it and only learns the others, owing a look to any
 		// other provider among them.
 		r.learnKeys(out.SendKeys)
-		r.leaveOthers(r.st.Provider)
 	}
+	// Under the policy of the provider the run goes on at; every other
+	// provider the event has keys at is owed a look.
+	r.uncertainSince(out.LastUncertainAt)
+	r.leaveOthers(r.st.Provider)
 	r.note("took the event over: keys %s, carrying on with %s", strings.Join(r.st.KeysUsed, ", "), r.st.CurrentKey)
 	// The current key's window counts from its first attempt in any run.
 	r.sendStart = time.Time{}
