@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/acme/smsorch/activities"
@@ -470,4 +471,49 @@ func TestATakeoverKeepsTheRunsNewerKey(t *testing.T) {
 	require.Equal(t, []string{resend}, res.ResendKeys)
 	require.Equal(t, []string{"m-9"}, res.MessageIDs)
 	require.True(t, timelineHas(h.query(), "took the event over"), "%v", h.query().Timeline)
+}
+
+// 7, again: a send of the key that waited in the queue ends with the
+// outcome unknown, the ledger shows its first attempt later than the run
+// thought, so the window is still open and the run sends the key again
+// in a new activity. That activity's attempts restart at 1: it must
+// number its ledger rows after the run's earlier ones (AfterRetries), or
+// it overwrites the record of the uncertain attempt, and a second
+// message behind it goes unreported (the Sendy burst drill, seed 4).
+func TestASecondSendOfAKeyNumbersItsRowsAfterTheFirst(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	var mu sync.Mutex
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch len(h.sends) {
+		case 1: // the retries waited in the queue past their budget
+			return activities.SendOutput{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, nil)
+		case 2: // the last attempt's answer was lost
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		}
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	// The key's first attempt began much later than the run asked for it
+	// (it waited in the queue): its window is open for a while yet.
+	h.recall = func(activities.RecallInput) activities.RecallOutput {
+		return activities.RecallOutput{FirstAttemptAt: h.env.Now().Add(-time.Second), Attempts: 1, LastUncertainAt: h.env.Now().Add(-time.Second)}
+	}
+	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-1", Reference: key, Status: provider.StatusDelivered}}}, nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.GreaterOrEqual(t, len(h.sends), 3, "the retries' Send, the last attempt, and the Send of the window that is still open")
+	require.False(t, h.sends[0].AfterRetries, "the run's first Send of the key numbers from 1")
+	for _, s := range h.sends[1:] {
+		require.True(t, s.AfterRetries, "a later Send of %s numbers its rows after the earlier ones", s.Request.Key)
+	}
 }

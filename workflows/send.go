@@ -106,6 +106,10 @@ type run struct {
 	// freshSearch is true while the search that just succeeded, and
 	// found no live message, is the one a deferred resend waited for.
 	freshSearch bool
+	// sentUnder are the keys this run has run a Send activity for: a
+	// later Send of the same key numbers its ledger rows after the ones
+	// the run already holds, so no attempt's record is overwritten.
+	sentUnder map[string]bool
 }
 
 // fixed reports whether the run follows versionNoSilentDuplicates.

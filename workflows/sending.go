@@ -80,10 +80,22 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (
 			NonRetryableErrorTypes: activities.NonRetryable,
 		},
 	}, contract.PurposeSend))
+	after := last
+	if r.nothingForgotten() {
+		// A run may send a key again in a new activity (its send never
+		// left the queue, or its window turned out to be open): that
+		// activity's attempts restart at 1, and their rows must come after
+		// the ones the run already holds for the key.
+		after = last || r.sentUnder[r.req.Key]
+		if r.sentUnder == nil {
+			r.sentUnder = map[string]bool{}
+		}
+		r.sentUnder[r.req.Key] = true
+	}
 	var out activities.SendOutput
 	err := workflow.ExecuteActivity(ctx, a.Send, activities.SendInput{
 		EventKey: r.in.Key, Request: r.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay, LedgerID: r.ledgerID,
-		AfterRetries: last,
+		AfterRetries: after,
 	}).Get(ctx, &out)
 	return out, err
 }
