@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // birdRecord is a stored completed answer, replayed to an identical retry
@@ -149,7 +147,7 @@ func (s *Server) birdSend(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	if fault == Hang || fault == LockExpiry {
-		time.Sleep(hangFor(delay))
+		s.sleep(hangFor(delay))
 	}
 
 	status, answer, msgID := s.birdExecute(ws, ch, key, body, fault)
@@ -208,7 +206,7 @@ func (s *Server) birdExecute(ws, ch, key string, body []byte, fault Kind) (int, 
 	}
 	s.mu.Lock()
 	m := &Message{
-		Provider: Bird, ID: uuid.NewString(), Key: key, Workspace: ws, Channel: ch,
+		Provider: Bird, ID: s.newID(), Key: key, Workspace: ws, Channel: ch,
 		To: to, Text: req.Body.Text.Text, Reference: req.Reference, CreatedAt: s.nowLocked(),
 		final: s.finalStatusLocked(Bird, fault),
 	}

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
-
-	"github.com/google/uuid"
 )
 
 // sendyKey serialises requests with one key (Sendy: concurrent requests
@@ -175,7 +173,7 @@ func (s *Server) sendySend(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if fault == Hang {
-		time.Sleep(hangFor(delay))
+		s.sleep(hangFor(delay))
 	}
 
 	s.mu.Lock()
@@ -193,7 +191,7 @@ func (s *Server) sendySend(w http.ResponseWriter, r *http.Request) {
 	}
 	s.credits -= credits
 	m := &Message{
-		Provider: Sendy, ID: "msg_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20], Key: key,
+		Provider: Sendy, ID: "msg_" + strings.ReplaceAll(s.newID(), "-", "")[:20], Key: key,
 		To: req.To, From: req.From, Text: req.Body, Mode: req.Mode, CreatedAt: now, Credits: credits,
 		final: s.finalStatusLocked(Sendy, fault),
 	}

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 )
 
@@ -64,6 +65,17 @@ type Config struct {
 	Seed uint64
 	// Logger receives one line per request (phone numbers masked).
 	Logger *zap.Logger
+
+	// Hooks for a deterministic simulation (package simulation), which
+	// runs the providers inside the workflow test environment's clock:
+	// Clock is the simulator clock's base instead of the wall clock
+	// (Advance still moves it); Sleep is how Hang and LockExpiry wait
+	// (the simulation decides when a hung request wakes); NewID makes
+	// message ids (the same seed, the same ids). Nil means the wall
+	// clock, time.Sleep and random UUIDs.
+	Clock func() time.Time
+	Sleep func(time.Duration)
+	NewID func() string
 }
 
 func (c Config) withDefaults() Config {
@@ -209,7 +221,30 @@ func (s *Server) Now() time.Time {
 	return s.nowLocked()
 }
 
-func (s *Server) nowLocked() time.Time { return time.Now().Add(s.offset).UTC() }
+func (s *Server) nowLocked() time.Time {
+	base := time.Now
+	if s.cfg.Clock != nil {
+		base = s.cfg.Clock
+	}
+	return base().Add(s.offset).UTC()
+}
+
+// sleep is how a hung request waits.
+func (s *Server) sleep(d time.Duration) {
+	if s.cfg.Sleep != nil {
+		s.cfg.Sleep(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// newID is a new message id's random part.
+func (s *Server) newID() string {
+	if s.cfg.NewID != nil {
+		return s.cfg.NewID()
+	}
+	return uuid.NewString()
+}
 
 // Advance moves the simulator clock forward (or back, for a negative d).
 // Replay records and in-flight locks expire, and deliveries progress, by it.

@@ -1,0 +1,250 @@
+package simulation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/simulator"
+)
+
+// check weighs the lifetime against the promises (docs/testing.md,
+// "The deterministic simulation"), from the world's side: the messages
+// the simulator created, the requests it received, the ledger's row.
+func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
+	var v []string
+	bad := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
+	res := l.Result
+	sc := lt.sc
+	msgs := lt.w.sim.Messages(simFilter())
+	var ours []simulator.Message
+	for _, m := range msgs {
+		if m.Key == sc.Input.Key || strings.HasPrefix(m.Key, sc.Input.Key+"~") {
+			ours = append(ours, m)
+		} else {
+			bad("message %s under key %q, which is not one of the event's", m.ID, m.Key)
+		}
+	}
+	lt.tl.add(lt.w.clock.Now(), "check", "the providers hold %d message(s) of the event: %s", len(ours), describeMessages(ours, res))
+
+	// The run closed, or awaits a decision; never stuck.
+	if l.Open && l.OpenState != contract.AwaitingDecision {
+		bad("the run is stuck: still %s at the horizon (%s after the start)", l.OpenState, sc.Horizon)
+	}
+	warned := res.DuplicateSend || res.PossibleDuplicate
+
+	// At most one live message unless the run reports a duplicate.
+	var live []simulator.Message
+	for _, m := range ours {
+		if m.Status != "failed" && m.Status != "undelivered" {
+			live = append(live, m)
+		}
+	}
+	if len(live) > 1 && !warned {
+		bad("silent duplicate: %d live messages of the event (%s) and the run reports neither duplicateSend nor possibleDuplicate", len(live), ids(live))
+	}
+
+	// Every message of the event is known to the run, or the run says
+	// its outcome is unknown (or, after a blind resend, that an earlier
+	// attempt may have sent a second message).
+	if !res.OutcomeUnknown && !res.PossibleDuplicate && !(l.Open && l.OpenState == contract.AwaitingDecision) {
+		for _, m := range ours {
+			if !slices.Contains(res.MessageIDs, m.ID) {
+				bad("unknown message: %s (%s, key %s, %s) is not in the run's messageIds %v, and the run does not say its outcome is unknown (state %s)",
+					m.ID, m.Provider, m.Key, m.Status, res.MessageIDs, res.State)
+			}
+		}
+	}
+	if !l.Open && res.State == contract.Delivered && len(live) == 0 {
+		bad("the run says Delivered but no message of the event is alive at the provider")
+	}
+
+	// No send under a new key without a search that succeeded before
+	// it, or a forced decision; the run records the resend's basis (a
+	// resend that a run replaced by a reset made is at least a key the
+	// run knows).
+	for k, first := range lt.sendKeys {
+		if k == sc.Input.Key {
+			continue
+		}
+		var basis string
+		for _, r := range res.Resends {
+			if r.Key == k {
+				basis = r.Basis
+			}
+		}
+		switch basis {
+		case contract.BasisBlind:
+			if !lt.forcedBefore(first) {
+				bad("blind resend under %s without a forced decision", k)
+			}
+		case contract.BasisReconciled:
+			if !lt.searchedBefore(first) {
+				bad("resend under %s on a reconciliation, with no search that succeeded before it", k)
+			}
+		case contract.BasisDeliveryFailed:
+			if !lt.failedBefore(first) {
+				bad("resend under %s on a failed delivery, with no failed status seen before it", k)
+			}
+		case contract.BasisNoMessage:
+			// A failover on the proof of the ledger's answers (every
+			// attempt not executed) or of a search.
+		case "":
+			// Sent by a run a reset replaced: still one of the bases.
+			if !lt.searchedBefore(first) && !lt.forcedBefore(first) && !lt.failedBefore(first) {
+				bad("a send under the new key %s at %s with no search that succeeded before it, no failed delivery and no forced decision", k, at(sc, first))
+			}
+			if !l.Open && !slices.Contains(res.KeysUsed, k) {
+				bad("a send under the new key %s is neither among the run's resends %v nor its keys %v", k, res.Resends, res.KeysUsed)
+			}
+		default:
+			bad("resend under %s on basis %q", k, basis)
+		}
+	}
+
+	// No decision acknowledged and then not carried out.
+	if !l.Open {
+		for i, a := range acks {
+			if lt.carriedOut(a, acks[i+1:], res, l.notes) {
+				continue
+			}
+			bad("the %s acknowledged at T+%s by %s was not carried out (state %s: %s)", describe(a.d), a.at, a.d.By, res.State, res.Reason)
+		}
+	}
+
+	// The ledger settled once, agreeing with the result.
+	ev, err := lt.w.led.Event(context.Background(), sc.Input.Key)
+	switch {
+	case err != nil:
+		bad("the ledger has no event: %v", err)
+	case l.Open && ev.Settled():
+		bad("the ledger settled the event %s while the run is still %s", ev.Outcome, l.OpenState)
+	case !l.Open && !ev.Settled():
+		bad("the run ended %s but the ledger never settled the event", res.State)
+	case !l.Open && res.State == contract.Duplicate && ev.Outcome != string(contract.Duplicate):
+		// A run that found the event settled by another (a reset, a
+		// second start) says so and sends nothing.
+		if !strings.Contains(res.Reason, ev.Outcome) {
+			bad("the run ended Duplicate without naming the ledger's outcome %s: %s", ev.Outcome, res.Reason)
+		}
+	case !l.Open && ev.Outcome != string(res.State):
+		bad("the ledger settled the event %s, the run ended %s", ev.Outcome, res.State)
+	case !l.Open && ev.MessageID != "" && !slices.Contains(res.MessageIDs, ev.MessageID):
+		bad("the ledger's message %s is not among the run's %v", ev.MessageID, res.MessageIDs)
+	}
+	return v
+}
+
+// forcedBefore reports whether a person decided a forced resend before t.
+func (lt *lifetime) forcedBefore(t time.Time) bool {
+	for _, s := range lt.sent {
+		if s.d.Force && !lt.sc.Start.Add(s.at).After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (lt *lifetime) failedBefore(t time.Time) bool {
+	return !lt.failedSeen.IsZero() && !lt.failedSeen.After(t)
+}
+
+func (lt *lifetime) searchedBefore(t time.Time) bool {
+	for _, r := range lt.reconciled {
+		if !r.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// carriedOut reports whether an acknowledged decision took effect, or
+// the run says plainly why not: a resend was sent (it is among the
+// resends), replaced by a later decision, made needless by a message of
+// the event that is alive, or the result names it; a cancel ended the
+// run Cancelled, or a live message overtook it, or the result names it.
+func (lt *lifetime) carriedOut(a ack, later []ack, res contract.Result, notes []contract.Entry) bool {
+	if len(later) > 0 || strings.Contains(res.Reason, a.d.By) {
+		return true
+	}
+	if a.d.Action == contract.ActionResend {
+		for _, n := range notes {
+			if n.At.Before(lt.sc.Start.Add(a.at)) {
+				continue
+			}
+			if strings.Contains(n.Text, "resend not needed") || // a message of the event was alive then
+				strings.Contains(n.Text, "replaces the resend decided by "+a.d.By) { // a signal decided again
+				return true
+			}
+		}
+	}
+	alive := len(res.MessageIDs) > 0 && (res.State == contract.Delivered || res.State == contract.Accepted || res.State == contract.Unconfirmed || res.State == contract.Duplicate)
+	if a.d.Action == contract.ActionCancel {
+		return res.State == contract.Cancelled || alive
+	}
+	for _, r := range res.Resends {
+		if r.By == a.d.By {
+			return true
+		}
+	}
+	return alive
+}
+
+func simFilter() simulator.Filter { return simulator.Filter{} }
+
+func ids(ms []simulator.Message) string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, m.ID)
+	}
+	return strings.Join(s, ", ")
+}
+
+func describeMessages(ms []simulator.Message, res contract.Result) string {
+	var s []string
+	for _, m := range ms {
+		known := "unknown to the run"
+		if slices.Contains(res.MessageIDs, m.ID) {
+			known = "known"
+		}
+		s = append(s, fmt.Sprintf("%s %s key %s %s (%s)", m.Provider, m.ID, m.Key, m.Status, known))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, "; ")
+}
+
+// timeline is what happened in a lifetime, in order, on the world's
+// clock: the activities and their answers, the provider's side, the
+// person's decisions, Temporal's operations and the checks.
+type timeline struct {
+	sc      *Scenario
+	mu      sync.Mutex
+	entries []entry
+}
+
+type entry struct {
+	at        time.Time
+	who, text string
+}
+
+func (t *timeline) add(at time.Time, who, format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entries = append(t.entries, entry{at: at, who: who, text: fmt.Sprintf(format, args...)})
+}
+
+func (t *timeline) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	for _, e := range t.entries {
+		fmt.Fprintf(&b, "  %-16s %-9s %s\n", at(t.sc, e.at), e.who, e.text)
+	}
+	return b.String()
+}

@@ -1,0 +1,747 @@
+package simulation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/workflows"
+)
+
+// Options change how a lifetime runs.
+type Options struct {
+	// Version pins the version of SendSMS new runs follow (0: the
+	// latest), to run the simulation against an earlier behaviour.
+	Version workflow.Version
+}
+
+// Lifetime is what one seed's lifetime did and what the checks found.
+type Lifetime struct {
+	Scenario *Scenario
+	// Result is the run's result; Open is true when the run was still
+	// open at the horizon, in OpenState.
+	Result    contract.Result
+	Open      bool
+	OpenState contract.State
+	// Violations are the promises the lifetime broke, one line each.
+	Violations []string
+	Timeline   *timeline
+	// notes is the run's own timeline, as its query answered at the end.
+	notes []contract.Entry
+	// Runs counts the workflow executions (segments) it took.
+	Runs int
+}
+
+// Failed reports whether a promise was broken.
+func (l *Lifetime) Failed() bool { return len(l.Violations) > 0 }
+
+// Report is the scenario, the violations and the timeline, for a person.
+func (l *Lifetime) Report() string {
+	s := l.Scenario.String()
+	if len(l.Violations) == 0 {
+		s += "promises kept\n"
+	}
+	for _, v := range l.Violations {
+		s += "VIOLATION: " + v + "\n"
+	}
+	return s + "timeline:\n" + l.Timeline.String()
+}
+
+// call is one activity attempt as the world answered it.
+type call struct {
+	name    string
+	attempt int32
+	in      []byte
+	out     any
+	err     error
+}
+
+// sent is a decision the person sent (for a reset or restart to deliver
+// again to the run that replaces the cut one).
+type sent struct {
+	at     time.Duration
+	d      contract.Decision
+	update bool
+	double bool
+}
+
+// ack is a decision the run acknowledged (an update that completed).
+type ack struct {
+	at time.Duration
+	d  contract.Decision
+}
+
+type lifetime struct {
+	w    *world
+	sc   *Scenario
+	opts Options
+	tl   *timeline
+
+	fresh int // activity calls the world has seen
+	cuts  []Cut
+	sent  []sent
+	// viol collects violations found while running.
+	viol []string
+	// reconciled are the times a Reconcile activity succeeded.
+	reconciled []time.Time
+	// sends are the keys each Send attempt used, in order.
+	sendKeys map[string]time.Time
+	// failedSeen is when a lookup first saw a message of the event failed.
+	failedSeen time.Time
+}
+
+// Run plays the lifetime of one seed and checks the promises.
+func Run(seed int64, opts Options) (*Lifetime, error) {
+	sc := NewScenario(seed)
+	tl := &timeline{sc: sc}
+	w, err := newWorld(context.Background(), sc, tl)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	lt := &lifetime{w: w, sc: sc, opts: opts, tl: tl, cuts: append([]Cut(nil), sc.Cuts...), sendKeys: map[string]time.Time{}}
+	out := &Lifetime{Scenario: sc, Timeline: tl}
+
+	runID := "run-1"
+	var replay []call
+	var resumes []resume
+	var acks []ack
+	for {
+		out.Runs++
+		seg := lt.segment(runID, replay, resumes)
+		seg.execute()
+		if seg.cutBy == nil {
+			out.Result, out.Open, out.OpenState, acks, out.notes = seg.result, seg.open, seg.openState, seg.acks, seg.notes
+			if seg.err != "" {
+				lt.viol = append(lt.viol, seg.err)
+			}
+			break
+		}
+		c := seg.cutBy
+		now := w.clock.Now()
+		replay = seg.calls
+		if c.Reset {
+			replay = lt.resetPoint(seg.calls, c.Back)
+			runID = fmt.Sprintf("run-%d", out.Runs+1)
+			tl.add(now, "temporal", "reset: run %s replays %d of %d activity calls and goes on", runID, len(replay), len(seg.calls))
+		} else {
+			tl.add(now, "temporal", "worker restart: %s replays its %d activity calls and goes on", runID, len(replay))
+		}
+		// The new segment waits where the ones it replays waited, and,
+		// once its history is replayed, until now.
+		var kept []resume
+		for _, r := range seg.resumes {
+			if r.call < len(replay) {
+				kept = append(kept, r)
+			}
+		}
+		resumes = append(kept, resume{call: len(replay), at: now})
+		if out.Runs > 20 {
+			lt.viol = append(lt.viol, "more than 20 cuts: the simulation's cut schedule did not end")
+			break
+		}
+	}
+	lt.w.tr.mu.Lock()
+	lt.w.tr.wake(time.Time{}, true)
+	lt.w.tr.mu.Unlock()
+	if sc.StartAgain && !out.Open {
+		before := len(w.sim.Messages(simFilter()))
+		seg := lt.segment(fmt.Sprintf("run-%d", out.Runs+1), nil, nil)
+		seg.again, seg.start = true, w.clock.Now()
+		seg.execute()
+		out.Runs++
+		after := len(w.sim.Messages(simFilter()))
+		tl.add(w.clock.Now(), "check", "the event started again after it closed: %s", seg.result.State)
+		if after != before {
+			lt.viol = append(lt.viol, fmt.Sprintf("a start of the closed event made %d more messages", after-before))
+		}
+		if seg.err != "" {
+			lt.viol = append(lt.viol, "the event started again: "+seg.err)
+		}
+	}
+	lt.viol = append(lt.viol, lt.check(out, acks)...)
+	out.Violations = lt.viol
+	return out, nil
+}
+
+// resetPoint is the history a reset keeps: the calls up to the start of
+// an activity (a workflow task follows each activity's end), back
+// activities before the cut.
+func (lt *lifetime) resetPoint(calls []call, back int) []call {
+	var starts []int
+	for i, c := range calls {
+		if c.attempt <= 1 {
+			starts = append(starts, i)
+		}
+	}
+	if len(starts) == 0 {
+		return nil
+	}
+	i := len(starts) - 1 - back
+	if i < 0 {
+		i = 0
+	}
+	return calls[:starts[i]]
+}
+
+// segment is one execution of the workflow in a test environment: a run,
+// or the same run after a worker restart, or a new run after a reset.
+type segment struct {
+	lt    *lifetime
+	runID string
+	env   *testsuite.TestWorkflowEnvironment
+	start time.Time
+
+	mu      sync.Mutex
+	replay  []call
+	calls   []call
+	resumes []resume
+	resumed int
+	cut     bool
+	cutBy   *Cut
+	again   bool
+
+	result    contract.Result
+	notes     []contract.Entry
+	open      bool
+	openState contract.State
+	acks      []ack
+	err       string
+}
+
+// resume is a point where a run that replaces a cut one waits: before
+// its call-th activity call, until the moment at which the cut happened.
+type resume struct {
+	call int
+	at   time.Time
+}
+
+func (lt *lifetime) segment(runID string, replay []call, resumes []resume) *segment {
+	return &segment{lt: lt, runID: runID, replay: replay, resumes: resumes, start: lt.sc.Start}
+}
+
+// cutTime is when the segment's run was last cut, from the start; -1 for
+// a first run.
+func (s *segment) cutTime() time.Duration {
+	if len(s.resumes) == 0 {
+		return -1
+	}
+	return s.resumes[len(s.resumes)-1].at.Sub(s.lt.sc.Start)
+}
+
+// errCut ends the workflow code of a cut segment.
+type errCut struct{}
+
+func (s *segment) checkCut() {
+	s.mu.Lock()
+	cut := s.cut
+	s.mu.Unlock()
+	if cut {
+		panic(errCut{})
+	}
+}
+
+func (s *segment) execute() {
+	lt, sc := s.lt, s.lt.sc
+	var ts testsuite.WorkflowTestSuite
+	ts.SetLogger(logging.SDK(zap.NewNop()))
+	env := ts.NewTestWorkflowEnvironment()
+	s.env = env
+	env.SetStartTime(s.start)
+	env.SetTestTimeout(time.Minute)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: sc.Input.Key, TaskQueue: "sms"})
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&workerInterceptor{seg: s}}})
+	env.RegisterWorkflowWithOptions(workflows.SendSMS, workflow.RegisterOptions{Name: contract.WorkflowName})
+	s.register(env)
+	if lt.opts.Version != 0 {
+		env.OnGetVersion("no-silent-duplicates", workflow.DefaultVersion, workflow.Version(6)).Return(lt.opts.Version)
+	}
+	lt.w.clock.set(env.Now)
+	defer lt.w.clock.set(func() time.Time { return env.Now() })
+
+	cutTime := s.cutTime()
+	if !s.again {
+		// Decisions sent before a cut reach the run that replaces it, at
+		// the moments they were sent (Temporal reapplies them).
+		for _, d := range lt.sent {
+			if d.at <= cutTime {
+				env.RegisterDelayedCallback(func() { s.deliver(d) }, max(d.at, time.Nanosecond))
+			}
+		}
+		for _, l := range sc.Looks {
+			if l.At > cutTime {
+				env.RegisterDelayedCallback(func() { s.look(l) }, l.At)
+			}
+		}
+		if sc.CancelRequest > 0 && sc.CancelRequest > cutTime {
+			env.RegisterDelayedCallback(func() {
+				lt.tl.add(env.Now(), "person", "a Temporal cancellation request")
+				env.CancelWorkflow()
+			}, sc.CancelRequest)
+		}
+		for i, c := range lt.cuts {
+			if c.Call == 0 && c.At > cutTime {
+				env.RegisterDelayedCallback(func() { s.cutAtTime(i) }, c.At)
+			}
+		}
+	}
+	env.RegisterDelayedCallback(func() { s.horizon() }, sc.Horizon)
+
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.err = fmt.Sprintf("the test environment stopped: %v", r)
+			}
+		}()
+		env.ExecuteWorkflow(contract.WorkflowName, sc.Input)
+	}()
+	if s.cutBy != nil {
+		return
+	}
+	if st, ok := s.query(); ok {
+		s.notes = st.Timeline
+	}
+	if !env.IsWorkflowCompleted() {
+		s.err = "the workflow did not complete"
+		return
+	}
+	err := env.GetWorkflowError()
+	if err == nil {
+		_ = env.GetWorkflowResult(&s.result)
+	} else if res, ok := contract.ResultFromError(err); ok {
+		s.result = res
+	} else if !s.open {
+		s.err = fmt.Sprintf("the run ended without a result: %v", err)
+	}
+	if !s.open {
+		lt.tl.add(env.Now(), "run", "%s ended %s: %s", s.runID, s.result.State, s.result.Reason)
+	}
+}
+
+// horizon ends the world: a run still open is recorded as such and asked
+// to cancel, so the environment ends.
+func (s *segment) horizon() {
+	st, ok := s.query()
+	if !ok || st.State.Final() {
+		return
+	}
+	s.open, s.openState, s.result = true, st.State, st.Result
+	s.lt.tl.add(s.env.Now(), "check", "horizon: the run is still %s", st.State)
+	s.env.CancelWorkflow()
+}
+
+func (s *segment) query() (st contract.Status, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			ok = false // the environment stopped before the run began
+		}
+	}()
+	v, err := s.env.QueryWorkflow(contract.QueryState)
+	if err != nil {
+		return contract.Status{}, false
+	}
+	return st, v.Get(&st) == nil
+}
+
+// look is a person looking at the run: when it awaits a decision (or
+// when eager) they decide, through the UI's update or a signal, and
+// sometimes click twice.
+func (s *segment) look(l Look) {
+	st, ok := s.query()
+	if !ok || st.State.Final() {
+		return
+	}
+	if st.State != contract.AwaitingDecision && !l.Eager {
+		return
+	}
+	r := rand.New(rand.NewPCG(uint64(s.lt.sc.Seed), uint64(0x100+l.N)))
+	d := contract.Decision{By: fmt.Sprintf("person-%d", l.N), Reason: fmt.Sprintf("look %d", l.N)}
+	x := r.Float64()
+	switch {
+	case x < 0.45:
+		d.Action = contract.ActionResend
+	case x < 0.6:
+		d.Action, d.Force = contract.ActionResend, true
+	case x < 0.75:
+		d.Action = contract.ActionResend
+		d.Provider = s.lt.sc.Input.Fallback
+		if d.Provider == "" {
+			d.Provider = string(provider.Sendy)
+			if s.lt.sc.Input.Provider == "sendy" {
+				d.Provider = string(provider.Bird)
+			}
+		}
+	default:
+		d.Action = contract.ActionCancel
+	}
+	snd := sent{at: s.env.Now().Sub(s.lt.sc.Start), d: d, update: r.IntN(3) > 0, double: r.IntN(4) == 0}
+	s.lt.sent = append(s.lt.sent, snd)
+	s.deliver(snd)
+}
+
+// deliver sends a decision to the run, once or as a double click.
+func (s *segment) deliver(d sent) {
+	n := 1
+	if d.double {
+		n = 2
+	}
+	for i := range n {
+		what := describe(d.d)
+		if !d.update {
+			s.lt.tl.add(s.env.Now(), "person", "signal %s", what)
+			s.env.SignalWorkflow(d.d.Action, d.d)
+			continue
+		}
+		id := fmt.Sprintf("%s-%d-%d", d.d.By, d.at, i)
+		s.env.UpdateWorkflow(contract.UpdateDecide, id, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) {
+				s.lt.tl.add(s.env.Now(), "person", "update %s refused: %v", what, err)
+			},
+			OnComplete: func(_ any, err error) {
+				if err != nil {
+					s.lt.tl.add(s.env.Now(), "person", "update %s failed: %v", what, err)
+					return
+				}
+				s.lt.tl.add(s.env.Now(), "person", "update %s acknowledged", what)
+				s.acks = append(s.acks, ack{at: s.env.Now().Sub(s.lt.sc.Start), d: d.d})
+			},
+		}, d.d)
+	}
+}
+
+func describe(d contract.Decision) string {
+	s := d.Action + " by " + d.By
+	if d.Force {
+		s += " (force)"
+	}
+	if d.Provider != "" {
+		s += " at " + d.Provider
+	}
+	return s
+}
+
+// cutAtTime cuts the run while it waits (no activity running): a
+// signal the run ignores wakes its workflow code, which then stops.
+func (s *segment) cutAtTime(i int) {
+	st, ok := s.query()
+	if !ok || st.State.Final() {
+		return
+	}
+	c := s.lt.cuts[i]
+	s.lt.cuts = append(s.lt.cuts[:i:i], s.lt.cuts[i+1:]...)
+	s.mu.Lock()
+	s.cut, s.cutBy = true, &c
+	s.mu.Unlock()
+	s.lt.tl.add(s.env.Now(), "temporal", "cut while %s", st.State)
+	s.env.SignalWorkflow("simulation-cut", nil)
+}
+
+// takeCut returns the cut scheduled at the world's n-th activity call.
+func (lt *lifetime) takeCut(n int) *Cut {
+	for i, c := range lt.cuts {
+		if c.Call == n {
+			lt.cuts = append(lt.cuts[:i:i], lt.cuts[i+1:]...)
+			return &c
+		}
+	}
+	return nil
+}
+
+// register registers the activities, each wrapped so that the world
+// sees every call: a replaying segment gets the recorded answers, a
+// cut stops the segment, and the timeline records what happened.
+func (s *segment) register(env *testsuite.TestWorkflowEnvironment) {
+	a := s.lt.w.acts
+	reg := func(name string, fn any) {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	reg("Prepare", wrap(s, "Prepare", a.Prepare))
+	reg("Recall", wrap(s, "Recall", a.Recall))
+	reg("Plan", wrap(s, "Plan", a.Plan))
+	reg("PlanMove", wrap(s, "PlanMove", a.PlanMove))
+	reg("Send", wrap(s, "Send", a.Send))
+	reg("Reconcile", wrap(s, "Reconcile", a.Reconcile))
+	reg("Status", wrap(s, "Status", a.Status))
+	reg("Settle", wrap(s, "Settle", a.Settle))
+}
+
+func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, error)) func(context.Context, I) (O, error) {
+	return func(ctx context.Context, in I) (O, error) {
+		var zero O
+		inJSON, _ := json.Marshal(in)
+		attempt := activity.GetInfo(ctx).Attempt
+		s.mu.Lock()
+		if s.cut {
+			s.mu.Unlock()
+			return zero, cutError()
+		}
+		i := len(s.calls)
+		if i < len(s.replay) {
+			rec := s.replay[i]
+			s.calls = append(s.calls, rec)
+			s.mu.Unlock()
+			if rec.name != name || string(rec.in) != string(inJSON) {
+				s.lt.viol = append(s.lt.viol, fmt.Sprintf("nondeterminism: replaying %s, activity call %d was %s %s and is now %s %s", s.runID, i, rec.name, rec.in, name, inJSON))
+			}
+			if rec.err != nil {
+				return zero, rec.err
+			}
+			return rec.out.(O), nil
+		}
+		s.lt.fresh++
+		cut := s.lt.takeCut(s.lt.fresh)
+		s.mu.Unlock()
+		lt := s.lt
+		now := lt.w.clock.Now()
+		if cut != nil && !cut.AfterEffect {
+			s.stop(cut, now, name)
+			return zero, cutError()
+		}
+		out, err := fn(ctx, in)
+		lt.tl.add(now, "activity", "%s #%d (attempt %d) %s", name, lt.fresh, attempt, summary(name, in, out, err))
+		lt.observe(name, now, in, out, err)
+		if cut != nil {
+			s.stop(cut, now, name)
+			return zero, cutError()
+		}
+		s.mu.Lock()
+		s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, out: out, err: err})
+		s.mu.Unlock()
+		return out, err
+	}
+}
+
+func (s *segment) stop(c *Cut, now time.Time, name string) {
+	s.mu.Lock()
+	s.cut, s.cutBy = true, c
+	s.mu.Unlock()
+	when := "before"
+	if c.AfterEffect {
+		when = "after"
+	}
+	s.lt.tl.add(now, "temporal", "cut %s %s's effect", when, name)
+}
+
+func cutError() error {
+	return temporal.NewNonRetryableApplicationError("the simulation cut this run", "SimulationCut", nil)
+}
+
+// observe keeps what the checks need from the activities' answers.
+func (lt *lifetime) observe(name string, now time.Time, in, out any, err error) {
+	switch name {
+	case "Send":
+		if si, ok := in.(activities.SendInput); ok {
+			if _, seen := lt.sendKeys[si.Request.Key]; !seen {
+				lt.sendKeys[si.Request.Key] = now
+			}
+		}
+	case "Reconcile":
+		if err == nil {
+			lt.reconciled = append(lt.reconciled, now)
+		}
+	case "Status":
+		if m, ok := out.(provider.Message); ok && err == nil && m.Status.Failed() && lt.failedSeen.IsZero() {
+			lt.failedSeen = now
+		}
+	}
+}
+
+func summary(name string, in, out any, err error) string {
+	if err != nil {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) {
+			return fmt.Sprintf("-> %s: %s", app.Type(), app.Error())
+		}
+		return "-> error: " + err.Error()
+	}
+	switch name {
+	case "Send":
+		si := in.(activities.SendInput)
+		so := out.(activities.SendOutput)
+		return fmt.Sprintf("%s -> %s %s", si.Request.Key, so.Result.Outcome, so.Result.MessageID)
+	case "Reconcile":
+		b, _ := json.Marshal(out)
+		return "-> " + string(b)
+	case "Status":
+		m := out.(provider.Message)
+		return fmt.Sprintf("%s -> %s", m.ID, m.Status)
+	case "Prepare":
+		p := out.(activities.PrepareOutput)
+		return fmt.Sprintf("-> key %s, created %t, settled %t, %d earlier keys", p.Request.Key, p.Created, p.Settled != nil, len(p.SendKeys))
+	}
+	b, _ := json.Marshal(out)
+	if len(b) > 160 {
+		b = append(b[:160], "..."...)
+	}
+	return "-> " + string(b)
+}
+
+// workerInterceptor gives the segment's run its own run id (a reset
+// makes a new run), emulates the server's unlimited activity retries
+// (the test environment caps them at 10), makes a replacing run wait
+// until the moment of the cut before it does anything new, and stops
+// the workflow code of a cut segment.
+type workerInterceptor struct {
+	interceptor.WorkerInterceptorBase
+	seg *segment
+}
+
+func (w *workerInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return &activityIn{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, seg: w.seg}
+}
+
+type activityIn struct {
+	interceptor.ActivityInboundInterceptorBase
+	seg *segment
+}
+
+func (a *activityIn) Init(out interceptor.ActivityOutboundInterceptor) error {
+	return a.Next.Init(&activityOut{ActivityOutboundInterceptorBase: interceptor.ActivityOutboundInterceptorBase{Next: out}, seg: a.seg})
+}
+
+type activityOut struct {
+	interceptor.ActivityOutboundInterceptorBase
+	seg *segment
+}
+
+func (a *activityOut) GetInfo(ctx context.Context) activity.Info {
+	info := a.Next.GetInfo(ctx)
+	info.WorkflowExecution.RunID = a.seg.runID
+	return info
+}
+
+func (w *workerInterceptor) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &workflowIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, seg: w.seg}
+}
+
+type workflowIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+	seg *segment
+}
+
+func (w *workflowIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return w.Next.Init(&workflowOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}, seg: w.seg})
+}
+
+type workflowOut struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	seg *segment
+}
+
+func (w *workflowOut) GetInfo(ctx workflow.Context) *workflow.Info {
+	info := *w.Next.GetInfo(ctx)
+	info.WorkflowExecution.RunID = w.seg.runID
+	return &info
+}
+
+// resume makes a replacing run wait, before its first new activity,
+// until the moment the run it replaces was cut: the world has moved on.
+func (w *workflowOut) resume(ctx workflow.Context) {
+	s := w.seg
+	s.mu.Lock()
+	var until time.Time
+	if s.resumed < len(s.resumes) && len(s.calls) >= s.resumes[s.resumed].call {
+		until = s.resumes[s.resumed].at
+		s.resumed++
+	}
+	s.mu.Unlock()
+	if !until.IsZero() {
+		if d := until.Sub(w.Next.Now(ctx)); d > 0 {
+			_ = w.Next.Sleep(ctx, d)
+		}
+	}
+}
+
+func (w *workflowOut) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	w.seg.checkCut()
+	w.resume(ctx)
+	o := workflow.GetActivityOptions(ctx)
+	if o.RetryPolicy == nil {
+		o.RetryPolicy = &temporal.RetryPolicy{}
+	} else {
+		p := *o.RetryPolicy
+		o.RetryPolicy = &p
+	}
+	if o.RetryPolicy.MaximumAttempts == 0 {
+		// The server retries until the schedule-to-close timeout.
+		o.RetryPolicy.MaximumAttempts = 1 << 20
+	}
+	if o.RetryPolicy.InitialInterval == 0 {
+		o.RetryPolicy.InitialInterval = time.Second
+	}
+	if o.RetryPolicy.MaximumInterval == 0 {
+		o.RetryPolicy.MaximumInterval = 100 * o.RetryPolicy.InitialInterval
+	}
+	ctx = workflow.WithActivityOptions(ctx, o)
+	return cutFuture{w.Next.ExecuteActivity(ctx, activityType, args...), w.seg}
+}
+
+func (w *workflowOut) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	w.seg.checkCut()
+	w.resume(ctx)
+	return cutFuture{w.Next.ExecuteLocalActivity(ctx, activityType, args...), w.seg}
+}
+
+func (w *workflowOut) NewTimer(ctx workflow.Context, d time.Duration) workflow.Future {
+	w.seg.checkCut()
+	return cutFuture{w.Next.NewTimer(ctx, d), w.seg}
+}
+
+func (w *workflowOut) NewTimerWithOptions(ctx workflow.Context, d time.Duration, o workflow.TimerOptions) workflow.Future {
+	w.seg.checkCut()
+	return cutFuture{w.Next.NewTimerWithOptions(ctx, d, o), w.seg}
+}
+
+func (w *workflowOut) Sleep(ctx workflow.Context, d time.Duration) error {
+	w.seg.checkCut()
+	err := w.Next.Sleep(ctx, d)
+	w.seg.checkCut()
+	return err
+}
+
+func (w *workflowOut) Await(ctx workflow.Context, cond func() bool) error {
+	return w.Next.Await(ctx, func() bool { w.seg.checkCut(); return cond() })
+}
+
+func (w *workflowOut) AwaitWithTimeout(ctx workflow.Context, d time.Duration, cond func() bool) (bool, error) {
+	ok, err := w.Next.AwaitWithTimeout(ctx, d, func() bool { w.seg.checkCut(); return cond() })
+	w.seg.checkCut()
+	return ok, err
+}
+
+func (w *workflowOut) AwaitWithOptions(ctx workflow.Context, o workflow.AwaitOptions, cond func() bool) (bool, error) {
+	ok, err := w.Next.AwaitWithOptions(ctx, o, func() bool { w.seg.checkCut(); return cond() })
+	w.seg.checkCut()
+	return ok, err
+}
+
+// cutFuture stops the workflow code when it reads a result after the
+// segment was cut.
+type cutFuture struct {
+	workflow.Future
+	seg *segment
+}
+
+func (f cutFuture) Get(ctx workflow.Context, v any) error {
+	err := f.Future.Get(ctx, v)
+	f.seg.checkCut()
+	return err
+}

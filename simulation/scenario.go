@@ -1,0 +1,273 @@
+package simulation
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/simulator"
+)
+
+// Scenario is one event's lifetime as a seed decides it: the event, the
+// providers, how they fail, what a person decides and when, and what an
+// operator does to Temporal. The faults on each request are drawn while
+// the run goes, from a generator seeded by the same seed, so the same
+// seed makes the same requests meet the same faults.
+type Scenario struct {
+	Seed  int64
+	Start time.Time
+	Input contract.Input
+	// Policy is both providers' (the replay windows the simulator keeps
+	// match it).
+	Policy activities.Policy
+
+	// FailRate and UndeliveredRate are the shares of messages that end
+	// failed or undelivered; DeliveryDelay is how long delivery takes.
+	FailRate, UndeliveredRate float64
+	DeliveryDelay             time.Duration
+	// SendFaultRate is the share of send requests that meet a fault,
+	// drawn from Kinds.
+	SendFaultRate float64
+	Kinds         []simulator.Kind
+	// ReadFaultRate is the share of lookups and searches that get no
+	// answer; during an Outage every one does.
+	ReadFaultRate float64
+	Outage        *Window
+	// Rotation is a time when the provider's credential has been rotated
+	// and the worker still sends the old one: every request gets 401.
+	Rotation *Window
+
+	// Looks are the moments a person looks at the run and may decide.
+	Looks []Look
+	// CancelRequest is when a Temporal cancellation request arrives
+	// (zero: none).
+	CancelRequest time.Duration
+	// Cuts are the moments a worker restarts (its sticky cache gone, the
+	// run replays its history) or an operator resets the run to an
+	// earlier workflow task (a new run replays part of it).
+	Cuts []Cut
+	// StartAgain starts the event again after its run closed, as a
+	// person would with the Temporal CLI (a new run of the same id).
+	StartAgain bool
+	// Horizon is how long the world runs: a run still open then must be
+	// awaiting a decision.
+	Horizon time.Duration
+}
+
+// Window is a stretch of simulated time, from the start.
+type Window struct{ From, To time.Duration }
+
+func (w *Window) has(d time.Duration) bool { return w != nil && d >= w.From && d < w.To }
+
+// Look is a person looking at the run at At: when it awaits a decision
+// (or, with Eager, whatever its state) they decide.
+type Look struct {
+	N     int
+	At    time.Duration
+	Eager bool
+}
+
+// Cut is a Temporal operation at the Call-th activity call the world
+// sees (or, with At, at that time if the run is waiting then).
+type Cut struct {
+	Call int
+	At   time.Duration
+	// Reset: a new run replays the history up to an earlier workflow
+	// task (Back activities before the cut) and goes on from there;
+	// otherwise the same run replays its whole history (a worker
+	// restart that dropped the sticky cache).
+	Reset bool
+	Back  int
+	// AfterEffect: the cut comes after the activity did its work and
+	// before its result was recorded (the worker died), so the activity
+	// runs again.
+	AfterEffect bool
+}
+
+var scenarioStart = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+
+var (
+	birdKinds = []simulator.Kind{
+		simulator.DropAfterCommit, simulator.DropAfterCommit, simulator.Unstored, simulator.Hang, simulator.Hang,
+		simulator.LockExpiry, simulator.Error5xx, simulator.Unavailable, simulator.Unavailable, simulator.RateLimit,
+		simulator.InProgress, simulator.FailDelivery, simulator.Unauthorized,
+	}
+	// Sendy's contract has no unstored answer: concurrent requests with
+	// one key end in one message, with no window for a second.
+	sendyKinds = []simulator.Kind{
+		simulator.DropAfterCommit, simulator.DropAfterCommit, simulator.Hang, simulator.Hang,
+		simulator.Error5xx, simulator.Unavailable, simulator.RateLimit, simulator.FailDelivery,
+		simulator.Undeliver, simulator.Unauthorized,
+	}
+)
+
+// NewScenario draws the scenario of a seed.
+func NewScenario(seed int64) *Scenario {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x5ce7a))
+	pick := func(xs ...float64) float64 { return xs[r.IntN(len(xs))] }
+	sc := &Scenario{Seed: seed, Start: scenarioStart, Policy: activities.DefaultPolicy(), Horizon: 30 * 24 * time.Hour}
+	prov, other := "bird", "sendy"
+	if r.IntN(3) == 0 {
+		prov, other = other, prov
+	}
+	sc.Input = contract.Input{
+		Key:      fmt.Sprintf("order-%d-shipped", seed),
+		Provider: prov,
+		To:       fmt.Sprintf("+3161%07d", r.IntN(10_000_000)),
+		Text:     "Order shipped.",
+	}
+	if r.IntN(4) == 0 {
+		sc.Input.Text = strings.Repeat("Your order is on its way. ", 8) + "😀"
+	}
+	if r.IntN(5) < 2 {
+		sc.Input.Fallback = other
+	}
+	sc.FailRate = pick(0, 0.1, 0.3)
+	sc.UndeliveredRate = pick(0, 0.1)
+	sc.DeliveryDelay = time.Duration(1+r.IntN(120)) * time.Second
+	sc.SendFaultRate = pick(0, 0.2, 0.5, 0.8, 0.95)
+	sc.Kinds = birdKinds
+	if prov == "sendy" {
+		sc.Kinds = sendyKinds
+	}
+	if r.IntN(2) == 0 {
+		// Some scenarios keep to a few kinds, so rare paths get weight.
+		n := 1 + r.IntN(3)
+		var ks []simulator.Kind
+		for range n {
+			ks = append(ks, sc.Kinds[r.IntN(len(sc.Kinds))])
+		}
+		sc.Kinds = ks
+	}
+	sc.ReadFaultRate = pick(0, 0, 0.2, 0.6)
+	if r.IntN(3) == 0 {
+		from := time.Duration(r.IntN(6*60)) * time.Minute
+		sc.Outage = &Window{From: from, To: from + time.Duration(10+r.IntN(24*60))*time.Minute}
+	}
+	if r.IntN(6) == 0 {
+		from := time.Duration(r.IntN(5*60)) * time.Minute
+		sc.Rotation = &Window{From: from, To: from + time.Duration(1+r.IntN(8*60))*time.Minute}
+	}
+	looks := r.IntN(6)
+	for i := range looks {
+		var d time.Duration
+		switch r.IntN(4) {
+		case 0: // soon after the start
+			d = time.Duration(r.IntN(30*60)) * time.Second
+		case 1: // around the replay window's end
+			d = 2*time.Hour + time.Duration(r.IntN(3*3600))*time.Second
+		default: // while a run may await a decision
+			d = time.Duration(r.IntN(100*3600)) * time.Second
+		}
+		sc.Looks = append(sc.Looks, Look{N: i + 1, At: d, Eager: r.IntN(5) == 0})
+	}
+	if r.IntN(12) == 0 {
+		sc.CancelRequest = time.Duration(r.IntN(10*3600)) * time.Second
+	}
+	cuts := 0
+	if r.IntN(3) == 0 {
+		cuts = 1 + r.IntN(2)
+	}
+	call := 0
+	for range cuts {
+		call += 1 + r.IntN(12)
+		c := Cut{Call: call, Reset: r.IntN(2) == 0, AfterEffect: r.IntN(2) == 0}
+		if c.Reset {
+			c.Back = r.IntN(6)
+		}
+		if r.IntN(4) == 0 {
+			c.Call, c.At = 0, time.Duration(r.IntN(80*3600))*time.Second
+		}
+		sc.Cuts = append(sc.Cuts, c)
+	}
+	sc.StartAgain = r.IntN(10) == 0
+	return sc
+}
+
+// rotated reports whether the credential is rotated away at t.
+func (sc *Scenario) rotated(t time.Time) bool { return sc.Rotation.has(t.Sub(sc.Start)) }
+
+// readFaultAt is the share of lookups and searches without an answer at t.
+func (sc *Scenario) readFaultAt(t time.Time) float64 {
+	if sc.Outage.has(t.Sub(sc.Start)) {
+		return 1
+	}
+	return sc.ReadFaultRate
+}
+
+// sendFault draws the fault a send request meets, if any, and its delay.
+func (sc *Scenario) sendFault(r *rand.Rand, prov string) (simulator.Kind, time.Duration) {
+	if r.Float64() >= sc.SendFaultRate {
+		return "", 0
+	}
+	k := sc.Kinds[r.IntN(len(sc.Kinds))]
+	if prov == simulator.Sendy {
+		switch k {
+		case simulator.LockExpiry, simulator.InProgress:
+			k = simulator.Hang // Bird's lock has no Sendy twin
+		case simulator.Unstored:
+			k = simulator.Error5xx
+		}
+	} else if k == simulator.Undeliver {
+		k = simulator.FailDelivery
+	}
+	switch k {
+	case simulator.Hang, simulator.LockExpiry:
+		// A hung request takes effect within the in-flight lock's life,
+		// as the contract promises (docs/providers.md).
+		return k, time.Duration(1+r.IntN(int(activities.ProviderLockLifetime/time.Second))) * time.Second
+	case simulator.RateLimit:
+		return k, time.Duration(1+r.IntN(60)) * time.Second
+	}
+	return k, 0
+}
+
+// String is the scenario in a few lines, for a timeline's head.
+func (sc *Scenario) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: event %s at %s", sc.Seed, sc.Input.Key, sc.Input.Provider)
+	if sc.Input.Fallback != "" {
+		fmt.Fprintf(&b, " (fallback %s)", sc.Input.Fallback)
+	}
+	fmt.Fprintf(&b, ", %d-char text\n", len([]rune(sc.Input.Text)))
+	fmt.Fprintf(&b, "  send faults %.0f%% of %v; lookups fail %.0f%%", sc.SendFaultRate*100, sc.Kinds, sc.ReadFaultRate*100)
+	if sc.Outage != nil {
+		fmt.Fprintf(&b, ", outage %s-%s", sc.Outage.From, sc.Outage.To)
+	}
+	if sc.Rotation != nil {
+		fmt.Fprintf(&b, ", credential rotated %s-%s", sc.Rotation.From, sc.Rotation.To)
+	}
+	fmt.Fprintf(&b, "\n  delivery: %.0f%% failed, %.0f%% undelivered, after %s\n", sc.FailRate*100, sc.UndeliveredRate*100, sc.DeliveryDelay)
+	for _, l := range sc.Looks {
+		fmt.Fprintf(&b, "  look %d at T+%s", l.N, l.At)
+		if l.Eager {
+			b.WriteString(" (decides whatever the state)")
+		}
+		b.WriteString("\n")
+	}
+	if sc.CancelRequest > 0 {
+		fmt.Fprintf(&b, "  Temporal cancellation request at T+%s\n", sc.CancelRequest)
+	}
+	for _, c := range sc.Cuts {
+		what := "worker restart (history replayed)"
+		if c.Reset {
+			what = fmt.Sprintf("reset to %d activities back", c.Back)
+		}
+		when := fmt.Sprintf("activity call %d", c.Call)
+		if c.Call == 0 {
+			when = fmt.Sprintf("T+%s", c.At)
+		}
+		after := "before"
+		if c.AfterEffect {
+			after = "after"
+		}
+		fmt.Fprintf(&b, "  %s at %s (%s its effect)\n", what, when, after)
+	}
+	if sc.StartAgain {
+		b.WriteString("  started again after the run closes\n")
+	}
+	return b.String()
+}

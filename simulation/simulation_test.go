@@ -1,0 +1,182 @@
+package simulation
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+var (
+	seedFlag    = flag.Int64("seed", 0, "replay one seed and print its timeline")
+	seedsFlag   = flag.Int("seeds", 200, "how many seeds TestSimulation runs")
+	baseFlag    = flag.Int64("base", 1, "the first seed TestSimulation runs")
+	showFlag    = flag.Bool("timeline", false, "print the timeline of every seed, not only of failing ones")
+	versionFlag = flag.Int("version", 0, "pin the SendSMS version new runs follow (0: the latest)")
+	maxFailFlag = flag.Int("max-failures", 5, "stop after this many failing seeds")
+)
+
+// openDefects are seeds that break a promise on main because of a defect
+// the simulation found and that is not fixed yet (testdata/open-defects.txt,
+// one "seed: what breaks" a line). Such a seed is reported, not failed;
+// once it passes, the test fails until the line is removed, so the list
+// never outlives its defects.
+func openDefects(t testing.TB) map[int64]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "open-defects.txt"))
+	if err != nil {
+		t.Fatalf("read the open defects: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	out := map[int64]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		seed, what, ok := strings.Cut(line, ":")
+		n, err := strconv.ParseInt(strings.TrimSpace(seed), 10, 64)
+		if !ok || err != nil {
+			t.Fatalf("testdata/open-defects.txt: %q is not \"seed: what breaks\"", line)
+		}
+		out[n] = strings.TrimSpace(what)
+	}
+	return out
+}
+
+// judge runs one seed and reports it: a broken promise fails the test
+// unless the seed is an open defect; an open defect that passes fails it.
+func judge(t testing.TB, seed int64, v workflow.Version, open map[int64]string, show bool) (*Lifetime, bool) {
+	t.Helper()
+	l, err := Run(seed, Options{Version: v})
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	known, isOpen := open[seed]
+	if v != 0 {
+		isOpen = false
+	}
+	switch {
+	case l.Failed() && isOpen:
+		t.Logf("seed %d: open defect, still found (%s)", seed, known)
+	case l.Failed():
+		t.Log("\n" + l.Report())
+		t.Errorf("seed %d broke a promise: replay it with go test ./simulation -run 'TestSimulation$' -seed %d", seed, seed)
+		return l, true
+	case isOpen:
+		t.Errorf("seed %d passes now: remove it from testdata/open-defects.txt (%s)", seed, known)
+	case show:
+		t.Log("\n" + l.Report())
+	}
+	return l, false
+}
+
+// TestSimulation runs -seeds lifetimes from -base (or the one -seed,
+// printing its timeline) and fails with the timeline of each seed that
+// broke a promise.
+func TestSimulation(t *testing.T) {
+	v := workflow.Version(*versionFlag)
+	open := openDefects(t)
+	if *seedFlag != 0 {
+		l, err := Run(*seedFlag, Options{Version: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log("\n" + l.Report())
+		if l.Failed() {
+			t.Fatalf("seed %d broke %d promise(s)", *seedFlag, len(l.Violations))
+		}
+		return
+	}
+	seeds := *seedsFlag
+	started := time.Now()
+	failed, runs := 0, 0
+	for s := *baseFlag; s < *baseFlag+int64(seeds); s++ {
+		l, bad := judge(t, s, v, open, *showFlag)
+		runs += l.Runs
+		if bad {
+			failed++
+			if failed >= *maxFailFlag {
+				t.Fatalf("stopping after %d failing seeds", failed)
+			}
+		}
+	}
+	took := time.Since(started)
+	t.Logf("simulation: %d seeds from %d (%d workflow runs) in %s: %.0f lifetimes a minute, %d failed",
+		seeds, *baseFlag, runs, took.Round(time.Millisecond), float64(seeds)/took.Minutes(), failed)
+}
+
+// TestSimulationFindsVersion5Defects runs seeds against SendSMS version 5,
+// the behaviour before the fixes of version 6, and requires each to break
+// the promise that one of version 6's fixes keeps, and to pass on the
+// latest version: the checks can fail, and they fail for these reasons.
+func TestSimulationFindsVersion5Defects(t *testing.T) {
+	for _, c := range []struct {
+		seed   int64
+		defect string
+		breaks string
+	}{
+		{1678, "an uncertain attempt is forgotten when a later attempt is rejected (401)", "silent duplicate"},
+		{3193, "no last look when every search failed: a Cancelled run hides a message a hung attempt made", "unknown message"},
+		{1676, "an acknowledged resend whose search failed is dropped", "was not carried out"},
+		{94, "a run a Temporal reset made is fenced out by the run it replaced", "never settled"},
+	} {
+		t.Run(fmt.Sprint(c.seed), func(t *testing.T) {
+			old, err := Run(c.seed, Options{Version: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, v := range old.Violations {
+				found = found || strings.Contains(v, c.breaks)
+			}
+			if !found {
+				t.Fatalf("version 5 should show %q (%s); the simulation reported:\n%s", c.breaks, c.defect, old.Report())
+			}
+			t.Logf("version 5, seed %d: %s; found: %s", c.seed, c.defect, old.Violations[0])
+			now, err := Run(c.seed, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now.Failed() {
+				t.Fatalf("the latest version breaks seed %d too:\n%s", c.seed, now.Report())
+			}
+		})
+	}
+}
+
+// TestSimulationReplaysExactly runs a seed twice: the same seed must make
+// the same timeline, or a failing seed could not be replayed.
+func TestSimulationReplaysExactly(t *testing.T) {
+	for _, seed := range []int64{94, 2235, 3193} {
+		a, err := Run(seed, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Run(seed, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Timeline.String() != b.Timeline.String() {
+			t.Fatalf("seed %d made two timelines:\n%s\n---\n%s", seed, a.Timeline, b.Timeline)
+		}
+	}
+}
+
+// FuzzSimulation drives the scenario generator with the fuzzer's seeds
+// (go test ./simulation -run '^$' -fuzz FuzzSimulation); its corpus in
+// testdata/fuzz/FuzzSimulation keeps the seeds worth running every time.
+func FuzzSimulation(f *testing.F) {
+	open := openDefects(f)
+	f.Fuzz(func(t *testing.T, seed int64) {
+		judge(t, seed, 0, open, false)
+	})
+}

@@ -1,0 +1,307 @@
+package simulation
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/provider/bird"
+	"github.com/acme/smsorch/provider/sendy"
+	"github.com/acme/smsorch/simulator"
+)
+
+// world is everything outside the workflow that one event's lifetime
+// touches: the provider simulator, the ledger, the provider clients and
+// the activities, all on one clock, the test environment's.
+type world struct {
+	sc    *Scenario
+	clock *clock
+	sim   *simulator.Server
+	led   *ledger.SQLite
+	acts  *activities.Activities
+	tr    *transport
+	tl    *timeline
+}
+
+// clock is the world's time: the running test environment's clock, or,
+// while a hung request takes effect, the moment it does.
+type clock struct {
+	mu       sync.Mutex
+	now      func() time.Time
+	override time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.override.IsZero() {
+		return c.override
+	}
+	return c.now().UTC()
+}
+
+func (c *clock) set(now func() time.Time) {
+	c.mu.Lock()
+	c.now = now
+	c.mu.Unlock()
+}
+
+func (c *clock) at(t time.Time) {
+	c.mu.Lock()
+	c.override = t
+	c.mu.Unlock()
+}
+
+// Credentials of the simulated providers.
+const (
+	birdKey    = "sim-bird-key"
+	sendyToken = "sim-sendy-token"
+	baseURL    = "http://providers.sim"
+)
+
+func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
+	w := &world{sc: sc, clock: &clock{now: func() time.Time { return sc.Start }}, tl: tl}
+	w.tr = &transport{w: w, rng: rand.New(rand.NewPCG(uint64(sc.Seed), 0xfa17)), asleep: make(chan *sleeper)}
+	ids := rand.New(rand.NewPCG(uint64(sc.Seed), 0x1d5))
+	sim, err := simulator.New(simulator.Config{
+		BirdAccessKey: birdKey, SendyToken: sendyToken,
+		FailRate: sc.FailRate, UndeliveredRate: sc.UndeliveredRate,
+		DeliveryDelay:  sc.DeliveryDelay,
+		SendyRateLimit: -1, // a 429 comes from the scenario's faults
+		Seed:           uint64(sc.Seed),
+		Clock:          w.clock.Now,
+		Sleep:          w.tr.sleep,
+		NewID: func() string {
+			u, _ := uuid.NewRandomFromReader(readerOf(ids))
+			return u.String()
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.sim = sim
+	w.tr.handler = sim.Handler()
+	led, err := ledger.OpenSQLite(ctx, ":memory:")
+	if err != nil {
+		return nil, err
+	}
+	led.SetClock(w.clock.Now)
+	w.led = led
+	hc := &http.Client{Transport: w.tr}
+	bc, err := bird.New(bird.Config{BaseURL: baseURL, AccessKey: logging.Secret(birdKey), WorkspaceID: simulator.DevWorkspace, ChannelID: simulator.DevChannel, HTTPClient: hc})
+	if err != nil {
+		return nil, err
+	}
+	sc2, err := sendy.New(sendy.Config{BaseURL: baseURL, Token: logging.Secret(sendyToken), Sender: "ACME", HTTPClient: hc})
+	if err != nil {
+		return nil, err
+	}
+	policies := map[provider.Name]activities.Policy{}
+	for _, p := range provider.Names {
+		policies[p] = sc.Policy
+	}
+	w.acts = &activities.Activities{
+		Providers: map[provider.Name]provider.Client{provider.Bird: bc, provider.Sendy: sc2},
+		Policies:  policies,
+		Ledger:    led,
+		Now:       w.clock.Now,
+	}
+	return w, nil
+}
+
+func (w *world) close() {
+	w.tr.wake(time.Time{}, true)
+	_ = w.led.Close()
+}
+
+// readerOf turns a seeded generator into the byte stream uuid wants.
+func readerOf(r *rand.Rand) io.Reader { return rngReader{r} }
+
+type rngReader struct{ r *rand.Rand }
+
+func (x rngReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(x.r.Uint32())
+	}
+	return len(p), nil
+}
+
+// transport carries the clients' requests to the simulator in memory,
+// one at a time, and injects the scenario's faults: send faults through
+// the simulator's own fault rules (so its contract logic answers them),
+// failed lookups and searches as transport errors, a rotated credential
+// as the provider's 401. A request that hangs sleeps in the simulator
+// until the world's clock passes its end; the client meanwhile gets
+// its timeout at once.
+type transport struct {
+	w       *world
+	handler http.Handler
+	rng     *rand.Rand
+
+	mu       sync.Mutex
+	asleep   chan *sleeper
+	sleepers []*sleeper
+	// hung are the Sendy keys a sleeping request holds: Sendy makes a
+	// retry wait for it, which the client sees as its timeout.
+	hung  map[string]bool
+	sends int
+}
+
+type sleeper struct {
+	wake     time.Time
+	ch, done chan struct{}
+	provider string
+	key      string
+}
+
+// sleep is the simulator's Sleep hook: a hung request reports itself and
+// waits until the transport wakes it.
+func (t *transport) sleep(d time.Duration) {
+	s := &sleeper{wake: t.w.clock.Now().Add(d), ch: make(chan struct{})}
+	t.asleep <- s
+	<-s.ch
+}
+
+// wake lets every hung request whose end has come take effect, in the
+// order of their ends, each at its own moment; all of them when all.
+func (t *transport) wake(now time.Time, all bool) {
+	sort.SliceStable(t.sleepers, func(i, j int) bool { return t.sleepers[i].wake.Before(t.sleepers[j].wake) })
+	for len(t.sleepers) > 0 && (all || !t.sleepers[0].wake.After(now)) {
+		s := t.sleepers[0]
+		t.sleepers = t.sleepers[1:]
+		t.w.clock.at(s.wake)
+		t.w.tl.add(s.wake, "provider", "%s: the hung request under %s takes effect", s.provider, s.key)
+		close(s.ch)
+		<-s.done
+		t.w.clock.at(time.Time{})
+		if s.provider == simulator.Sendy {
+			delete(t.hung, s.key)
+		}
+	}
+}
+
+// timeoutError is what the client sees when the provider does not answer
+// within its timeout.
+type timeoutError struct{ what string }
+
+func (e timeoutError) Error() string   { return "simulated: " + e.what }
+func (e timeoutError) Timeout() bool   { return true }
+func (e timeoutError) Temporary() bool { return true }
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.w.clock.Now()
+	t.wake(now, false)
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		_ = req.Body.Close()
+	}
+	prov := simulator.Bird
+	if strings.HasPrefix(req.URL.Path, "/api/") {
+		prov = simulator.Sendy
+	}
+	key := req.Header.Get("Idempotency-Key")
+	send := req.Method == http.MethodPost
+	what := "lookup"
+	if send {
+		what = "send " + key
+	} else if req.URL.RawQuery != "" {
+		what = "search"
+	}
+	sc := t.w.sc
+	h := req.Header.Clone()
+	if sc.rotated(now) {
+		// The provider's credential was rotated and the worker still
+		// holds the old one.
+		if prov == simulator.Bird {
+			h.Set("Authorization", "AccessKey rotated-away")
+		} else {
+			h.Set("Authorization", "Bearer rotated-away")
+		}
+	} else if send {
+		if prov == simulator.Sendy && t.hung[key] {
+			t.w.tl.add(now, "provider", "%s: %s waits behind the hung request (client timeout)", prov, what)
+			return nil, timeoutError{"the provider did not answer in time"}
+		}
+		t.sends++
+		if f, d := sc.sendFault(t.rng, prov); f != "" {
+			_ = t.w.sim.AddFault(simulator.Fault{Kind: f, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(d)})
+		}
+	} else if t.rng.Float64() < sc.readFaultAt(now) {
+		t.w.tl.add(now, "provider", "%s: %s fails (no answer)", prov, what)
+		return nil, timeoutError{"the provider did not answer the lookup"}
+	}
+	sreq := httptest.NewRequest(req.Method, req.URL.String(), bytes.NewReader(body))
+	sreq.Header = h
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	var dropped bool
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				if r != http.ErrAbortHandler {
+					panic(r)
+				}
+				dropped = true
+			}
+		}()
+		t.w.handler().ServeHTTP(rec, sreq)
+	}()
+	select {
+	case <-done:
+	case s := <-t.asleep:
+		s.done, s.provider, s.key = done, prov, key
+		t.sleepers = append(t.sleepers, s)
+		if prov == simulator.Sendy {
+			if t.hung == nil {
+				t.hung = map[string]bool{}
+			}
+			t.hung[key] = true
+		}
+		t.w.sim.ClearFaults()
+		t.w.tl.add(now, "provider", "%s: %s hangs until %s (client timeout)", prov, what, at(sc, s.wake))
+		return nil, timeoutError{"the provider did not answer in time"}
+	}
+	t.w.sim.ClearFaults()
+	if dropped {
+		t.w.tl.add(now, "provider", "%s: %s: connection dropped after the provider acted", prov, what)
+		return nil, errors.New("simulated: connection closed without an answer")
+	}
+	resp := rec.Result()
+	if send || resp.StatusCode >= 300 {
+		t.w.tl.add(now, "provider", "%s: %s -> %d%s", prov, what, resp.StatusCode, replayMark(resp))
+	}
+	return resp, nil
+}
+
+func (w *world) handler() http.Handler { return w.tr.handler }
+
+func replayMark(r *http.Response) string {
+	if r.Header.Get("Idempotency-Replay") == "true" {
+		return " (replay)"
+	}
+	return ""
+}
+
+// at prints a moment as the time since the scenario's start.
+func at(sc *Scenario, t time.Time) string {
+	return fmt.Sprintf("T+%s", t.Sub(sc.Start).Round(time.Millisecond))
+}
