@@ -152,6 +152,27 @@ type SendKey struct {
 	FirstAttemptAt time.Time `json:"firstAttemptAt"`
 }
 
+// SentMessage is a message id a provider gave an attempt of the event,
+// and the key the attempt used (which names its provider, keys.Via).
+type SentMessage struct {
+	Key string `json:"key"`
+	ID  string `json:"id"`
+}
+
+// sentMessages lists the message ids of the attempts, oldest first, once
+// each.
+func sentMessages(attempts []ledger.Attempt) []SentMessage {
+	var out []SentMessage
+	seen := map[string]bool{}
+	for _, at := range attempts {
+		if at.MessageID != "" && !seen[at.MessageID] {
+			seen[at.MessageID] = true
+			out = append(out, SentMessage{Key: at.SendKey, ID: at.MessageID})
+		}
+	}
+	return out
+}
+
 // PrepareOutput is the planned request and what the ledger knows.
 type PrepareOutput struct {
 	// Request is the planned request: its Body bytes go out on every attempt.
@@ -176,6 +197,10 @@ type PrepareOutput struct {
 	// never ended: it may still take effect until the policy's
 	// LateEffectHorizon has passed. Zero when there is none.
 	LastUncertainAt time.Time `json:"lastUncertainAt"`
+	// Messages are the message ids the event's attempts got before this
+	// run, in any run: a run that resumes the event knows them (runs
+	// since workflow version 7).
+	Messages []SentMessage `json:"messages,omitempty"`
 	// Warnings about the key or the recipient, for the run's timeline.
 	Warnings []string `json:"warnings,omitempty"`
 	// LedgerID is the identity of the ledger that claimed the event: the
@@ -244,6 +269,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 		}
 		out.SendKeys = sendKeys(attempts)
 		out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
+		out.Messages = sentMessages(attempts)
 	}
 	return out, nil
 }
@@ -297,6 +323,8 @@ type RecallOutput struct {
 	// SendKeys are every key the event used, in any run, in the order
 	// first tried: a run learns those another run of its workflow used.
 	SendKeys []SendKey `json:"sendKeys,omitempty"`
+	// Messages are the message ids the event's attempts got, in any run.
+	Messages []SentMessage `json:"messages,omitempty"`
 }
 
 // Recall reads the event's attempts from the ledger: a run asks after a
@@ -323,6 +351,7 @@ func (a *Activities) Recall(ctx context.Context, in RecallInput) (RecallOutput, 
 	}
 	out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
 	out.SendKeys = sendKeys(attempts)
+	out.Messages = sentMessages(attempts)
 	return out, nil
 }
 

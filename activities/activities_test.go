@@ -581,3 +581,28 @@ func TestNotExecutedOnly(t *testing.T) {
 		require.Equal(t, c.proof, notExecutedOnly(c.attempts, want), name)
 	}
 }
+
+// A run that resumes the event (a Temporal reset made it, or it continues
+// an earlier run) learns the message ids the event's attempts got, from
+// Prepare and from Recall, each with its key.
+func TestPrepareAndRecallReturnTheMessagesTheLedgerHolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first, err := prepare(t, b, event)
+	require.NoError(t, err)
+	require.Empty(t, first.Messages, "a new claim has no messages")
+	out, err := send(t, b, SendInput{EventKey: event.Key, Request: first.Request, Budget: time.Hour, LedgerID: first.LedgerID})
+	require.NoError(t, err)
+	id := out.Result.MessageID
+	require.NotEmpty(t, id)
+
+	again, err := prepare(t, b, event)
+	require.NoError(t, err)
+	require.Equal(t, []SentMessage{{Key: event.Key, ID: id}}, again.Messages)
+
+	v, err := b.env.ExecuteActivity(b.acts.Recall, RecallInput{EventKey: event.Key, SendKey: event.Key, LedgerID: first.LedgerID})
+	require.NoError(t, err)
+	var rec RecallOutput
+	require.NoError(t, v.Get(&rec))
+	require.Equal(t, []SentMessage{{Key: event.Key, ID: id}}, rec.Messages)
+}

@@ -156,6 +156,16 @@ func TestRecordHistories(t *testing.T) {
 			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, map[string]string{"reason": "sent by hand", "by": "pia"}))
 			return ended(t, in.Key)
 		}},
+		// versionLedgerMessages: a run that resumes the event knows the
+		// messages the ledger holds, and a refusal searches for them.
+		{"v7-bird-delivered.json", func(t *testing.T) string {
+			return finished(t, input(provider.Bird, newKey("shipped")))
+		}},
+		{"v7-reset-then-401-follows-the-earlier-message.json", func(t *testing.T) string {
+			in, newRun := resetThen401(t)
+			_, _ = resultWithin(t, stack.Client.GetWorkflow(ctx, in.Key, newRun), 2*time.Minute)
+			return in.Key
+		}},
 		{"v1-temporal-cancellation.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
 			require.NoError(t, stack.Client.CancelWorkflow(ctx, in.Key, ""))

@@ -214,3 +214,44 @@ func TestA401AfterAnUnknownSendyAttemptIsNotFailed(t *testing.T) {
 	require.Equal(t, "Cancelled", e.Outcome)
 	require.Contains(t, e.Reason, "may have gone out")
 }
+
+// resetThen401 starts an event, lets its first run be accepted, then,
+// before that run settles, rotates the credential away (every later
+// request of the key is refused with 401) and resets the run to its
+// first workflow task. It returns the input and the new run's id.
+func resetThen401(t *testing.T) (contract.Input, string) {
+	t.Helper()
+	in := input(provider.Bird, newKey("shipped"))
+	_, err := start(context.Background(), in)
+	require.NoError(t, err)
+	var events []*historypb.HistoryEvent
+	require.Eventually(t, func() bool {
+		events = history(t, in.Key, "")
+		for _, ev := range events {
+			if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond, "the first run's send never completed")
+	require.Len(t, messages(provider.Bird, in.Key), 1)
+	fault(t, simulator.Fault{Kind: simulator.Unauthorized, Provider: "bird", Key: in.Key, Rate: 1})
+	return in, reset(t, in.Key, firstTaskCompleted(t, events, nil))
+}
+
+// A run that a reset made is refused (401) where the run it replaced was
+// accepted: it does not end Failed. The ledger holds the old run's
+// message, so the run searches, finds it alive and follows it (the
+// deterministic simulation's seed 2245, fixed in version 7).
+func TestAResetRunThatIsRefusedFollowsTheMessageTheOldRunSent(t *testing.T) {
+	t.Parallel()
+	in, newRun := resetThen401(t)
+	res, err := resultWithin(t, stack.Client.GetWorkflow(context.Background(), in.Key, newRun), 2*time.Minute)
+	require.NoError(t, err, res.Reason)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	old := messages(provider.Bird, in.Key)
+	require.Len(t, old, 1, "one message, and no second send")
+	require.Equal(t, []string{old[0].ID}, res.MessageIDs)
+	require.Contains(t, timelineText(status(t, in.Key)), "the ledger holds message "+old[0].ID)
+	require.Equal(t, "Delivered", settledAs(t, in.Key))
+}

@@ -271,7 +271,7 @@ func (s *segment) execute() {
 	env.RegisterWorkflowWithOptions(workflows.SendSMS, workflow.RegisterOptions{Name: contract.WorkflowName})
 	s.register(env)
 	if lt.opts.Version != 0 {
-		env.OnGetVersion("no-silent-duplicates", workflow.DefaultVersion, workflow.Version(6)).Return(lt.opts.Version)
+		env.OnGetVersion(workflows.VersionChange, workflow.DefaultVersion, workflows.LatestVersion).Return(lt.opts.Version)
 	}
 	lt.w.clock.set(env.Now)
 	defer lt.w.clock.set(func() time.Time { return env.Now() })

@@ -114,23 +114,30 @@ func TestSimulation(t *testing.T) {
 		seeds, *baseFlag, runs, took.Round(time.Millisecond), float64(seeds)/took.Minutes(), failed)
 }
 
-// TestSimulationFindsVersion5Defects runs seeds against SendSMS version 5,
-// the behaviour before the fixes of version 6, and requires each to break
-// the promise that one of version 6's fixes keeps, and to pass on the
-// latest version: the checks can fail, and they fail for these reasons.
-func TestSimulationFindsVersion5Defects(t *testing.T) {
+// TestSimulationFindsEarlierDefects runs seeds against earlier versions of
+// SendSMS and requires each to break the promise that a later version's
+// fix keeps, and to pass on the latest version: the checks can fail, and
+// they fail for these reasons. Version 5 is the behaviour before the
+// fixes of version 6 (issue 19's defects); version 6 before those of
+// version 7, which the simulation found.
+func TestSimulationFindsEarlierDefects(t *testing.T) {
 	for _, c := range []struct {
-		seed   int64
-		defect string
-		breaks string
+		version workflow.Version
+		seed    int64
+		defect  string
+		breaks  string
 	}{
-		{1678, "an uncertain attempt is forgotten when a later attempt is rejected (401)", "silent duplicate"},
-		{3193, "no last look when every search failed: a Cancelled run hides a message a hung attempt made", "unknown message"},
-		{1676, "an acknowledged resend whose search failed is dropped", "was not carried out"},
-		{94, "a run a Temporal reset made is fenced out by the run it replaced", "never settled"},
+		{5, 1678, "an uncertain attempt is forgotten when a later attempt is rejected (401)", "silent duplicate"},
+		{5, 3193, "no last look when every search failed: a Cancelled run hides a message a hung attempt made", "unknown message"},
+		{5, 1676, "an acknowledged resend whose search failed is dropped", "was not carried out"},
+		{5, 94, "a run a Temporal reset made is fenced out by the run it replaced", "never settled"},
+		{6, 2245, "after a reset, the new run's send is refused (401) and it ends Failed, forgetting the message the run it replaced was accepted with", "unknown message"},
+		{6, 2777, "the same at Sendy", "unknown message"},
+		{6, 1120, "after a reset that follows a resend, the new run's result lacks the first message, which the ledger holds", "unknown message"},
+		{6, 2235, "after a reset past the settle, the new run ends Delivered while the ledger holds Unconfirmed", "the ledger settled the event Unconfirmed, the run ended Delivered"},
 	} {
-		t.Run(fmt.Sprint(c.seed), func(t *testing.T) {
-			old, err := Run(c.seed, Options{Version: 5})
+		t.Run(fmt.Sprintf("v%d-seed-%d", c.version, c.seed), func(t *testing.T) {
+			old, err := Run(c.seed, Options{Version: c.version})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,9 +146,9 @@ func TestSimulationFindsVersion5Defects(t *testing.T) {
 				found = found || strings.Contains(v, c.breaks)
 			}
 			if !found {
-				t.Fatalf("version 5 should show %q (%s); the simulation reported:\n%s", c.breaks, c.defect, old.Report())
+				t.Fatalf("version %d should show %q (%s); the simulation reported:\n%s", c.version, c.breaks, c.defect, old.Report())
 			}
-			t.Logf("version 5, seed %d: %s; found: %s", c.seed, c.defect, old.Violations[0])
+			t.Logf("version %d, seed %d: %s; found: %s", c.version, c.seed, c.defect, old.Violations[0])
 			now, err := Run(c.seed, Options{})
 			if err != nil {
 				t.Fatal(err)

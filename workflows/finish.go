@@ -236,6 +236,15 @@ func (r *run) settled(out activities.SettleOutput, err error) {
 			was, r.st.Reason, errorMessage(err))
 		r.note("%s", r.st.Reason)
 		r.upsertSearch()
+	case out.Outcome != string(r.st.State) && r.ledgerMessages() && out.Outcome != "":
+		// Another run of the workflow (the one a reset replaced) settled
+		// the event first: its outcome is the event's, and the run says
+		// what it found itself.
+		r.st.Reason = fmt.Sprintf("the ledger already held the outcome %s for the event, settled at %s by another run of this workflow (%s); this run, which replaced it, found: %s (%s)",
+			out.Outcome, out.SettledAt.UTC().Format(time.RFC3339), out.Reason, r.st.State, r.st.Reason)
+		r.st.State = contract.State(out.Outcome)
+		r.note("%s", r.st.Reason)
+		r.upsertSearch()
 	case out.Outcome != string(r.st.State):
 		r.note("the ledger already held the outcome %s for the event (settled %s: %s); the first settle stands there",
 			out.Outcome, out.SettledAt.UTC().Format(time.RFC3339), out.Reason)

@@ -58,9 +58,29 @@ func (r *run) prepare() (ended bool) {
 		r.policy = r.policy.WithDefaults()
 		r.firstPolicy = r.policy
 		r.uncertainSince(out.LastUncertainAt)
+		r.learnMessages(out.Messages)
 		return r.resume(out.SendKeys)
 	}
 	return false
+}
+
+// learnMessages adds the message ids the ledger holds for the event that
+// the run does not know to its messages, each at the provider its key
+// names (runs since versionLedgerMessages). It reports whether there
+// were any.
+func (r *run) learnMessages(ms []activities.SentMessage) (learnt bool) {
+	if !r.ledgerMessages() {
+		return false
+	}
+	for _, m := range ms {
+		if slices.Contains(r.st.MessageIDs, m.ID) {
+			continue
+		}
+		learnt = true
+		r.addMessageAt(m.ID, r.providerOf(m.Key))
+		r.note("the ledger holds message %s of the event (key %s), from an attempt this run did not make", m.ID, m.Key)
+	}
+	return learnt
 }
 
 // prepareInput is the event as Prepare checks and claims it.
@@ -176,6 +196,7 @@ func (r *run) learnKeys(used []activities.SendKey) (learnt bool) {
 // reports whether there were any.
 func (r *run) learnFromLedger() bool {
 	rec := r.recall(r.req.Key)
+	r.learnMessages(rec.Messages)
 	if !r.learnKeys(rec.SendKeys) {
 		return false
 	}
@@ -246,6 +267,7 @@ func (r *run) takeOver(why string) contract.State {
 	}
 	r.claimed = true
 	r.firstPolicy = out.Policy.WithDefaults()
+	r.learnMessages(out.Messages)
 	if slices.ContainsFunc(out.SendKeys, func(k activities.SendKey) bool { return k.Key == r.st.CurrentKey }) {
 		// The ledger's last key is at least as new as the run's.
 		if ended := r.resume(out.SendKeys); ended {

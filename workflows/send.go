@@ -119,6 +119,9 @@ func (r *run) fixed() bool { return r.v >= versionNoSilentDuplicates }
 // versionNothingForgotten.
 func (r *run) nothingForgotten() bool { return r.v >= versionNothingForgotten }
 
+// ledgerMessages reports whether the run follows versionLedgerMessages.
+func (r *run) ledgerMessages() bool { return r.v >= versionLedgerMessages }
+
 // onQueue puts the provider's activities of one purpose on the
 // provider's own task queue beside the run's (runs since
 // versionProviderQueues); earlier runs keep them on the run's queue.

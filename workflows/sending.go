@@ -226,14 +226,24 @@ func (r *run) unsettled() contract.State {
 // about it: the run searches once that attempt can no longer take
 // effect, follows a message it finds, and where no search can tell,
 // awaits a decision with the outcome unknown instead of ending Failed.
+//
+// Since versionLedgerMessages a message id the ledger holds for the event
+// makes the run search too: another run of its workflow (the one a reset
+// replaced) may have been accepted where this one is refused.
 func (r *run) rejected(reason string) contract.State {
 	rec := r.recall(r.req.Key)
 	r.uncertainSince(rec.LastUncertainAt)
-	if !r.recheckPending() {
+	r.learnMessages(rec.Messages)
+	held := r.ledgerMessages() && len(rec.Messages) > 0 && len(r.live) == 0
+	if !r.recheckPending() && !held {
 		return contract.Failed
 	}
 	r.setState(contract.Reconciling)
-	r.note("an earlier attempt of the event ended without a certain answer and may have sent the SMS: searching %s's records once it can no longer take effect, before the run ends", r.st.Provider)
+	if r.recheckPending() {
+		r.note("an earlier attempt of the event ended without a certain answer and may have sent the SMS: searching %s's records once it can no longer take effect, before the run ends", r.st.Provider)
+	} else {
+		r.note("the ledger holds message ids of the event (%d): searching %s's records for a live one before the run ends", len(rec.Messages), r.st.Provider)
+	}
 	out, err := r.lateLook()
 	switch {
 	case err != nil:

@@ -63,6 +63,25 @@ const (
 	// delivery, and a Cancelled or Failed run whose attempts no search
 	// could resolve says that an SMS may have gone out.
 	versionNothingForgotten workflow.Version = 6
+	// versionLedgerMessages: a run that resumes or takes over the event,
+	// or learns from the ledger the keys another run of its workflow
+	// used, also learns the message ids the ledger holds, so its result
+	// lists every message of the event; a refusal while the ledger holds
+	// a message of the event searches for it (a run a reset made may have
+	// been refused where the run it replaced was accepted) instead of
+	// ending Failed; and a settle that finds the event settled by another
+	// run of the workflow ends in that outcome, with what this run found
+	// in the reason, so the result and the ledger agree. The
+	// deterministic simulation (simulation/) found all three.
+	versionLedgerMessages workflow.Version = 7
 	// latestVersion is what new runs follow.
-	latestVersion = versionNothingForgotten
+	latestVersion = versionLedgerMessages
+)
+
+// VersionChange and LatestVersion name SendSMS's versioning for code
+// outside the package: the deterministic simulation pins new runs to an
+// earlier version to show what a later one fixed.
+const (
+	VersionChange = changeNoSilentDuplicates
+	LatestVersion = latestVersion
 )

@@ -1,0 +1,137 @@
+package workflows
+
+// The paths of versionLedgerMessages, which the deterministic simulation
+// (simulation/) found in version 6, one test each: each fails on version 6
+// (pinned below) and passes since.
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/provider"
+)
+
+// resumed mocks Prepare as the claim of a run that a reset made: the run
+// it replaced tried the event key and got message m-old.
+func (h *harness) resumed() {
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+		Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start,
+		SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
+		Messages: []activities.SentMessage{{Key: key, ID: "m-old"}},
+	}, nil).Once()
+}
+
+// Simulation seeds 2245 (Bird) and 2777 (Sendy): the run a reset replaced
+// was accepted as m-old; the new run's attempt of the same key is refused
+// (401, a credential rotated). The new run does not end Failed: the
+// ledger holds m-old, so the run searches, finds it alive and follows it.
+func TestARefusalWhileTheLedgerHoldsAMessageFollowsIt(t *testing.T) {
+	for _, v := range []workflow.Version{versionNothingForgotten, versionLedgerMessages} {
+		t.Run(versionName(v), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
+			h.resumed()
+			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+				return activities.SendOutput{}, failAttempt(provider.Rejected, attempt, func(r *provider.Result) { r.Reason = "bird: 401 unauthorized" })
+			})
+			h.recall = func(activities.RecallInput) activities.RecallOutput {
+				return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 2,
+					SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
+					Messages: []activities.SentMessage{{Key: key, ID: "m-old"}}}
+			}
+			calls := h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+				return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-old", Reference: key, Status: provider.StatusSent}}}, nil
+			})
+			h.statuses(provider.StatusDelivered)
+			h.run()
+			res, _ := h.result()
+			if v < versionLedgerMessages {
+				require.Equal(t, contract.Failed, res.State, "version 6 forgot m-old: %s", res.Reason)
+				require.Empty(t, res.MessageIDs)
+				return
+			}
+			require.Equal(t, contract.Delivered, res.State, res.Reason)
+			require.Equal(t, []string{"m-old"}, res.MessageIDs)
+			require.NotEmpty(t, calls.calls)
+			require.Contains(t, calls.calls[0].KnownIDs, "m-old", "the search looks up the id the ledger holds")
+			require.Equal(t, "Delivered", h.settled.Outcome)
+			require.Equal(t, "m-old", h.settled.MessageID)
+			require.True(t, timelineHas(h.query(), "the ledger holds message m-old"))
+		})
+	}
+}
+
+// Simulation seed 1120: a reset after a resend. The new run resumes the
+// resend key and is delivered under it; its result also lists the first
+// message (failed), which the ledger holds.
+func TestAResumingRunListsTheMessagesTheLedgerHolds(t *testing.T) {
+	for _, v := range []workflow.Version{versionNothingForgotten, versionLedgerMessages} {
+		t.Run(versionName(v), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
+			resend := key + "~resend-1"
+			h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+				Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start,
+				SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}, {Key: resend, FirstAttemptAt: h.start.Add(time.Hour)}},
+				Messages: []activities.SentMessage{{Key: key, ID: "m-first"}, {Key: resend, ID: "m-resend"}},
+			}, nil).Once()
+			h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(resend), nil)
+			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+				return accepted("m-resend", attempt, provider.Replayed), nil
+			})
+			h.statuses(provider.StatusDelivered)
+			h.run()
+			res, err := h.result()
+			require.NoError(t, err)
+			require.Equal(t, contract.Delivered, res.State, res.Reason)
+			if v < versionLedgerMessages {
+				require.Equal(t, []string{"m-resend"}, res.MessageIDs, "version 6 left out the first message")
+				return
+			}
+			require.Equal(t, []string{"m-first", "m-resend"}, res.MessageIDs)
+			require.Equal(t, "m-resend", h.settled.MessageID)
+		})
+	}
+}
+
+// Simulation seed 2235: the run a reset replaced settled the event
+// (Unconfirmed) before the reset; the new run, replaying past its claim,
+// ends Delivered. The ledger keeps the first settle; since version 7 the
+// run ends in the ledger's outcome and says what it found itself, so the
+// result and the ledger agree.
+func TestASettleThatFindsAnotherOutcomeTakesTheLedgers(t *testing.T) {
+	for _, v := range []workflow.Version{versionNothingForgotten, versionLedgerMessages} {
+		t.Run(versionName(v), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
+			h.settled = &activities.SettleInput{Key: key, Outcome: string(contract.Unconfirmed), Reason: "message m-1 of the event turned up after the run had ended Cancelled", MessageID: "m-1"}
+			h.prepared()
+			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+				return accepted("m-1", attempt, provider.Accepted), nil
+			})
+			h.statuses(provider.StatusDelivered)
+			h.run()
+			res, _ := h.result()
+			if v < versionLedgerMessages {
+				require.Equal(t, contract.Delivered, res.State, "version 6 kept its own outcome beside the ledger's")
+				return
+			}
+			require.Equal(t, contract.Unconfirmed, res.State, res.Reason)
+			require.Contains(t, res.Reason, "the ledger already held the outcome Unconfirmed")
+			require.Contains(t, res.Reason, "found: Delivered")
+			require.Equal(t, []string{"m-1"}, res.MessageIDs)
+		})
+	}
+}
+
+func versionName(v workflow.Version) string { return fmt.Sprintf("version-%d", v) }
