@@ -257,20 +257,22 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	}
 	out.Created, out.LedgerID = claim.Created, a.Ledger.Identity()
 	out.FirstAttemptAt = claim.Event.FirstAttemptAt
+	if claim.Created {
+		return out, nil
+	}
+	attempts, err := a.Ledger.Attempts(ctx, string(key))
+	if err != nil {
+		return out, err // retried: the run must know every key before it goes on
+	}
+	out.Messages = sentMessages(attempts)
 	if claim.Event.Settled() {
+		// Nothing more is sent; the run reports every message there was.
 		e := claim.Event
 		out.Settled = &e
 		return out, nil
 	}
-	if !claim.Created {
-		attempts, err := a.Ledger.Attempts(ctx, string(key))
-		if err != nil {
-			return out, err // retried: the run must know every key before it goes on
-		}
-		out.SendKeys = sendKeys(attempts)
-		out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
-		out.Messages = sentMessages(attempts)
-	}
+	out.SendKeys = sendKeys(attempts)
+	out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
 	return out, nil
 }
 
@@ -325,6 +327,10 @@ type RecallOutput struct {
 	SendKeys []SendKey `json:"sendKeys,omitempty"`
 	// Messages are the message ids the event's attempts got, in any run.
 	Messages []SentMessage `json:"messages,omitempty"`
+	// Uncertain counts the event's attempts, under any key and in any
+	// run, that ended without a certain answer or never ended: each may
+	// have sent a message.
+	Uncertain int `json:"uncertain,omitempty"`
 }
 
 // Recall reads the event's attempts from the ledger: a run asks after a
@@ -352,6 +358,11 @@ func (a *Activities) Recall(ctx context.Context, in RecallInput) (RecallOutput, 
 	out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
 	out.SendKeys = sendKeys(attempts)
 	out.Messages = sentMessages(attempts)
+	for _, at := range attempts {
+		if at.Uncertain() {
+			out.Uncertain++
+		}
+	}
 	return out, nil
 }
 
@@ -777,10 +788,17 @@ type SettleInput struct {
 	// stops the settle, and the run searches it first.
 	KnownKeys []string `json:"knownKeys,omitempty"`
 	CheckKeys bool     `json:"checkKeys,omitempty"`
+	// MessageIDs and Findings are every message of the event the run
+	// knows and what it reports beside the outcome (ledger.Finding…),
+	// kept with the event for a run that finds it settled (runs since
+	// workflow version 7).
+	MessageIDs []string `json:"messageIds,omitempty"`
+	Findings   []string `json:"findings,omitempty"`
 }
 
 // SettleOutput is the outcome the ledger holds after the settle: the
-// first settle of an event wins, so it may be another run's.
+// first settle of an event wins unless a later one ranks higher
+// (ledger.Rank), so it may be another run's.
 type SettleOutput struct {
 	Outcome   string    `json:"outcome"`
 	Reason    string    `json:"reason"`
@@ -792,6 +810,10 @@ type SettleOutput struct {
 	// LastUncertainAt is the start of the latest uncertain attempt of the
 	// event, with UnknownKeys.
 	LastUncertainAt time.Time `json:"lastUncertainAt"`
+	// MessageIDs and Findings are what every run that settled the event
+	// recorded (with SettleInput's).
+	MessageIDs []string `json:"messageIds,omitempty"`
+	Findings   []string `json:"findings,omitempty"`
 }
 
 // Settle records the final outcome in the ledger, so the event is never
@@ -830,5 +852,12 @@ func (a *Activities) Settle(ctx context.Context, in SettleInput) (SettleOutput, 
 	if err != nil {
 		return SettleOutput{}, err
 	}
-	return SettleOutput{Outcome: e.Outcome, Reason: e.Reason, MessageID: e.MessageID, SettledAt: e.SettledAt}, nil
+	if len(in.MessageIDs) > 0 || len(in.Findings) > 0 {
+		// Retried with the rest when it fails: the settle itself is
+		// written, and writing it again changes nothing.
+		if e, err = a.Ledger.Record(ctx, in.Key, in.MessageIDs, in.Findings); err != nil {
+			return SettleOutput{}, err
+		}
+	}
+	return SettleOutput{Outcome: e.Outcome, Reason: e.Reason, MessageID: e.MessageID, SettledAt: e.SettledAt, MessageIDs: e.MessageIDs, Findings: e.Findings}, nil
 }

@@ -605,4 +605,12 @@ func TestPrepareAndRecallReturnTheMessagesTheLedgerHolds(t *testing.T) {
 	var rec RecallOutput
 	require.NoError(t, v.Get(&rec))
 	require.Equal(t, []SentMessage{{Key: event.Key, ID: id}}, rec.Messages)
+
+	// A settled event: nothing more is sent, and its messages are listed.
+	_, err = b.led.Settle(context.Background(), event.Key, "Delivered", "delivered", id, b.sim.Now())
+	require.NoError(t, err)
+	settled, err := prepare(t, b, event)
+	require.NoError(t, err)
+	require.NotNil(t, settled.Settled)
+	require.Equal(t, []SentMessage{{Key: event.Key, ID: id}}, settled.Messages)
 }

@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,7 +40,36 @@ type Event struct {
 	Reason    string    `json:"reason,omitempty"`
 	MessageID string    `json:"messageId,omitempty"`
 	SettledAt time.Time `json:"settledAt"`
+	// MessageIDs are every message of the event the runs that settled it
+	// knew, and Findings what they reported beside the outcome
+	// (FindingDuplicateSend, FindingPossibleDuplicate,
+	// FindingOutcomeUnknown): a run that finds the event settled (a
+	// second start, a Temporal reset) reports them too (Record).
+	MessageIDs []string `json:"messageIds,omitempty"`
+	Findings   []string `json:"findings,omitempty"`
 }
+
+// Findings a run records beside the event's outcome.
+const (
+	FindingDuplicateSend     = "duplicateSend"
+	FindingPossibleDuplicate = "possibleDuplicate"
+	FindingOutcomeUnknown    = "outcomeUnknown"
+)
+
+// merge appends to have the items of add it lacks, in order.
+func merge(have, add []string) []string {
+	for _, a := range add {
+		if a != "" && !slices.Contains(have, a) {
+			have = append(have, a)
+		}
+	}
+	return have
+}
+
+// joinList and splitList store a list of ids or findings in one column.
+func joinList(l []string) string { return strings.Join(l, " ") }
+
+func splitList(s string) []string { return strings.Fields(s) }
 
 // Settled reports whether the event reached a final outcome.
 func (e Event) Settled() bool { return e.Outcome != "" }
@@ -151,6 +182,35 @@ func fenced(a Attempt, holder string) error {
 // newIdentity makes a ledger identity.
 func newIdentity() string { return "ledger-" + uuid.NewString() }
 
+// Rank orders outcomes by what they know of a message that went out: 0
+// none (Failed, Cancelled), 1 a message whose delivery is not confirmed
+// (Unconfirmed, Accepted), 2 a delivered message. A settle replaces a
+// stored outcome of lower rank (Settle): a run that learns later that a
+// message is alive (after a Temporal reset, another run of the same
+// workflow may have settled first) corrects the record, and no settle
+// ever takes a known message out of it.
+func Rank(outcome string) int {
+	switch outcome {
+	case "Delivered":
+		return 2
+	case "Unconfirmed", "Accepted":
+		return 1
+	}
+	return 0
+}
+
+// rankSQL is Rank of the stored outcome, in SQL that SQLite and
+// PostgreSQL both read.
+const rankSQL = `(CASE outcome WHEN 'Delivered' THEN 2 WHEN 'Unconfirmed' THEN 1 WHEN 'Accepted' THEN 1 ELSE 0 END)`
+
+// settleRank is the rank a settle brings: none without a message id.
+func settleRank(outcome, messageID string) int {
+	if messageID == "" {
+		return 0
+	}
+	return Rank(outcome)
+}
+
 // Open opens the ledger at addr: a postgres:// DSN for the ledger a
 // fleet of workers shares, or a SQLite file for one host.
 func Open(ctx context.Context, addr string) (Ledger, error) {
@@ -191,9 +251,16 @@ type Ledger interface {
 	// ok is false when there was none.
 	FirstAttempt(ctx context.Context, sendKey string) (at time.Time, ok bool, err error)
 	// Settle records the event's final outcome and returns the record as
-	// stored. The first settle wins: settling a settled event changes
-	// nothing, and the caller compares the returned outcome with its own.
+	// stored. The first settle wins, unless a later one knows more of a
+	// message that went out (Rank): Delivered replaces Unconfirmed or
+	// Accepted, and any of those with a message id replaces Failed or
+	// Cancelled, keeping the replaced outcome in the reason. Otherwise
+	// settling a settled event changes nothing, and the caller compares
+	// the returned outcome with its own.
 	Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (Event, error)
+	// Record adds message ids and findings to the event's record (a
+	// union: nothing recorded is taken out) and returns the record.
+	Record(ctx context.Context, key string, messageIDs, findings []string) (Event, error)
 	// RecordSwitch records a move of the event to another provider.
 	// Recording the same (EventKey, SendKey) again changes nothing.
 	RecordSwitch(ctx context.Context, sw Switch) error

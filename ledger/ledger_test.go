@@ -275,7 +275,10 @@ func fencingAndIdentity(t *testing.T, open func(t *testing.T) Ledger) {
 }
 
 // Two runs (or a retried activity racing a zombie) settle the same event:
-// the first outcome stays, and each caller learns what was stored.
+// the outcome that knows most of a message that went out stays (Rank),
+// the first among equals; each caller learns what was stored, never less
+// than its own; a later settle of a lower rank changes nothing, and one
+// without a message id never replaces an outcome.
 func firstSettleWins(t *testing.T, open func(t *testing.T) Ledger) {
 	ctx := context.Background()
 	l := open(t)
@@ -295,15 +298,37 @@ func firstSettleWins(t *testing.T, open func(t *testing.T) Ledger) {
 		}()
 	}
 	wg.Wait()
-	winner := stored[0].Outcome
-	require.NotEmpty(t, winner)
-	for _, s := range stored {
-		require.Equal(t, winner, s.Outcome, "every caller sees the one stored outcome")
-		require.Equal(t, "m-"+winner, s.MessageID)
+	for i, s := range stored {
+		require.GreaterOrEqual(t, Rank(s.Outcome), Rank(outcomes[i]), "a caller never sees less than it settled")
+		require.Equal(t, "m-"+s.Outcome, s.MessageID)
 	}
+	final, err := l.Event(ctx, e.Key)
+	require.NoError(t, err)
+	require.Equal(t, "Delivered", final.Outcome, "the delivered message stays, whatever the order")
+	require.Equal(t, "m-Delivered", final.MessageID)
 	again, err := l.Settle(ctx, e.Key, "Failed", "late", "", time.Unix(99, 0))
 	require.NoError(t, err)
-	require.Equal(t, winner, again.Outcome, "a later settle changes nothing")
+	require.Equal(t, "Delivered", again.Outcome, "a later settle changes nothing")
+
+	// Failed first, then a run that learns of a live message: it
+	// corrects the record, which keeps what it replaced.
+	e.Key = "order-2-shipped"
+	_, err = l.Claim(ctx, e)
+	require.NoError(t, err)
+	first, err := l.Settle(ctx, e.Key, "Failed", "no message found", "", time.Unix(1, 0))
+	require.NoError(t, err)
+	require.Equal(t, "Failed", first.Outcome)
+	noID, err := l.Settle(ctx, e.Key, "Unconfirmed", "a message may exist", "", time.Unix(2, 0))
+	require.NoError(t, err)
+	require.Equal(t, "Failed", noID.Outcome, "an outcome without a message id replaces nothing")
+	later, err := l.Settle(ctx, e.Key, "Unconfirmed", "message m-9 turned up", "m-9", time.Unix(3, 0))
+	require.NoError(t, err)
+	require.Equal(t, "Unconfirmed", later.Outcome)
+	require.Equal(t, "m-9", later.MessageID)
+	require.Equal(t, "message m-9 turned up (replaces Failed: no message found)", later.Reason)
+	same, err := l.Settle(ctx, e.Key, "Accepted", "m-10 accepted", "m-10", time.Unix(4, 0))
+	require.NoError(t, err)
+	require.Equal(t, "Unconfirmed", same.Outcome, "among equals the first stays")
 }
 
 func TestSQLiteFirstSettleWins(t *testing.T) {
@@ -421,4 +446,40 @@ func TestPostgresWorkersStartingAtOnceMigrateOnce(t *testing.T) {
 	_, err = OpenPostgres(context.Background(), "postgres://nobody:secret@127.0.0.1:1/nothing")
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "secret", "the password never reaches an error")
+}
+
+// Record keeps every message id and finding any run of the event
+// reported, in order, once each, settled or not.
+func recordKeepsEverything(t *testing.T, open func(t *testing.T) Ledger) {
+	ctx := context.Background()
+	l := open(t)
+	e := Event{Key: "order-3-shipped", Provider: "bird", Recipient: "+31612345678", Text: "t", Fingerprint: "f", RunID: "r", CreatedAt: time.Unix(0, 0).UTC()}
+	_, err := l.Claim(ctx, e)
+	require.NoError(t, err)
+	_, err = l.Settle(ctx, e.Key, "Delivered", "delivered", "m-1", time.Unix(1, 0))
+	require.NoError(t, err)
+	got, err := l.Record(ctx, e.Key, []string{"m-1", "m-2"}, []string{FindingDuplicateSend})
+	require.NoError(t, err)
+	require.Equal(t, []string{"m-1", "m-2"}, got.MessageIDs)
+	got, err = l.Record(ctx, e.Key, []string{"m-2", "m-3"}, []string{FindingOutcomeUnknown, FindingDuplicateSend})
+	require.NoError(t, err)
+	require.Equal(t, []string{"m-1", "m-2", "m-3"}, got.MessageIDs)
+	require.Equal(t, []string{FindingDuplicateSend, FindingOutcomeUnknown}, got.Findings)
+	read, err := l.Event(ctx, e.Key)
+	require.NoError(t, err)
+	require.Equal(t, got.MessageIDs, read.MessageIDs)
+	require.Equal(t, got.Findings, read.Findings)
+	require.Equal(t, "Delivered", read.Outcome, "recording changes no outcome")
+	_, err = l.Record(ctx, "no-such-event", []string{"m-1"}, nil)
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+func TestSQLiteRecordKeepsEverything(t *testing.T) {
+	t.Parallel()
+	recordKeepsEverything(t, openSQLite)
+}
+
+func TestPostgresRecordKeepsEverything(t *testing.T) {
+	t.Parallel()
+	recordKeepsEverything(t, openPostgres)
 }

@@ -68,6 +68,10 @@ CREATE TABLE switches (
 	PRIMARY KEY (event_key, send_key)
 );
 `,
+	3: `
+ALTER TABLE events ADD COLUMN message_ids text NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN findings text NOT NULL DEFAULT '';
+`,
 }
 
 // migrationLock is the advisory lock key the migrations run under.
@@ -176,13 +180,15 @@ func (p *Postgres) Now(ctx context.Context) (time.Time, error) {
 
 const pgEventColumns = `key, provider, recipient, sender, body_text, fingerprint, workflow_id, run_id, created_at,
 	outcome, outcome_reason, message_id, settled_at,
-	(SELECT MIN(started_at) FROM attempts WHERE send_key = events.key)`
+	(SELECT MIN(started_at) FROM attempts WHERE send_key = events.key), message_ids, findings`
 
 func scanEvent(row pgx.Row, key string) (Event, error) {
 	var e Event
 	var settled, first *time.Time
+	var ids, findings string
 	err := row.Scan(&e.Key, &e.Provider, &e.Recipient, &e.Sender, &e.Text, &e.Fingerprint, &e.WorkflowID, &e.RunID, &e.CreatedAt,
-		&e.Outcome, &e.Reason, &e.MessageID, &settled, &first)
+		&e.Outcome, &e.Reason, &e.MessageID, &settled, &first, &ids, &findings)
+	e.MessageIDs, e.Findings = splitList(ids), splitList(findings)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Event{}, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
@@ -313,16 +319,41 @@ func (p *Postgres) FirstAttempt(ctx context.Context, sendKey string) (time.Time,
 	return first.UTC(), true, nil
 }
 
-// Settle implements Ledger: the first settle wins, in the statement.
+// Settle implements Ledger: the first settle wins unless a later one
+// ranks higher (Rank), in the statement.
 func (p *Postgres) Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (Event, error) {
 	if outcome == "" {
 		return Event{}, errors.New("ledger: settle needs an outcome")
 	}
-	if _, err := p.pool.Exec(ctx, `UPDATE events SET outcome = $1, outcome_reason = $2, message_id = $3, settled_at = $4 WHERE key = $5 AND outcome = ''`,
-		outcome, reason, messageID, at, key); err != nil {
+	if _, err := p.pool.Exec(ctx, `UPDATE events SET outcome = $1, message_id = $3, settled_at = $4,
+		outcome_reason = CASE WHEN outcome = '' THEN $2 ELSE $2 || ' (replaces ' || outcome || ': ' || outcome_reason || ')' END
+		WHERE key = $5 AND (outcome = '' OR `+rankSQL+` < $6)`,
+		outcome, reason, messageID, at, key, settleRank(outcome, messageID)); err != nil {
 		return Event{}, fmt.Errorf("ledger: settle %s: %w", key, err)
 	}
 	return p.Event(ctx, key)
+}
+
+// Record implements Ledger: the row is read under a lock, so two runs
+// recording at once both keep what they add.
+func (p *Postgres) Record(ctx context.Context, key string, messageIDs, findings []string) (Event, error) {
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return Event{}, fmt.Errorf("ledger: record the findings of %s: %w", key, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	e, err := scanEvent(tx.QueryRow(ctx, `SELECT `+pgEventColumns+` FROM events WHERE key = $1 FOR UPDATE`, key), key)
+	if err != nil {
+		return Event{}, err
+	}
+	e.MessageIDs, e.Findings = merge(e.MessageIDs, messageIDs), merge(e.Findings, findings)
+	if _, err := tx.Exec(ctx, `UPDATE events SET message_ids = $1, findings = $2 WHERE key = $3`, joinList(e.MessageIDs), joinList(e.Findings), key); err != nil {
+		return Event{}, fmt.Errorf("ledger: record the findings of %s: %w", key, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Event{}, fmt.Errorf("ledger: record the findings of %s: %w", key, err)
+	}
+	return e, nil
 }
 
 // RecordSwitch implements Ledger.

@@ -69,6 +69,10 @@ CREATE TABLE switches (
 	PRIMARY KEY (event_key, send_key)
 );
 `,
+	4: `
+ALTER TABLE events ADD COLUMN message_ids TEXT NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN findings TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // timeLayout is fixed-width UTC, so text order is time order.
@@ -264,13 +268,14 @@ type querier interface {
 
 func (s *SQLite) event(ctx context.Context, q querier, key string) (Event, error) {
 	var e Event
-	var created, settled, first string
+	var created, settled, first, ids, findings string
 	err := q.QueryRowContext(ctx, `SELECT key, provider, recipient, sender, body_text, fingerprint, workflow_id, run_id, created_at,
 			outcome, outcome_reason, message_id, settled_at,
-			COALESCE((SELECT MIN(started_at) FROM attempts WHERE send_key = events.key), '')
+			COALESCE((SELECT MIN(started_at) FROM attempts WHERE send_key = events.key), ''), message_ids, findings
 		FROM events WHERE key = ?`, key).Scan(
 		&e.Key, &e.Provider, &e.Recipient, &e.Sender, &e.Text, &e.Fingerprint, &e.WorkflowID, &e.RunID, &created,
-		&e.Outcome, &e.Reason, &e.MessageID, &settled, &first)
+		&e.Outcome, &e.Reason, &e.MessageID, &settled, &first, &ids, &findings)
+	e.MessageIDs, e.Findings = splitList(ids), splitList(findings)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Event{}, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
@@ -379,17 +384,41 @@ func (s *SQLite) FirstAttempt(ctx context.Context, sendKey string) (time.Time, b
 	return t, first != "", err
 }
 
-// Settle implements Ledger. The condition on the empty outcome makes the
-// first settle win in the statement itself, not in a read before it.
+// Settle implements Ledger. The condition on the empty outcome and the
+// rank makes the first settle win (unless a later one ranks higher) in
+// the statement itself, not in a read before it.
 func (s *SQLite) Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (Event, error) {
 	if outcome == "" {
 		return Event{}, errors.New("ledger: settle needs an outcome")
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE events SET outcome = ?, outcome_reason = ?, message_id = ?, settled_at = ? WHERE key = ? AND outcome = ''`,
-		outcome, reason, messageID, fmtTime(at), key); err != nil {
+	if _, err := s.db.ExecContext(ctx, `UPDATE events SET outcome = ?, message_id = ?, settled_at = ?,
+		outcome_reason = CASE WHEN outcome = '' THEN ? ELSE ? || ' (replaces ' || outcome || ': ' || outcome_reason || ')' END
+		WHERE key = ? AND (outcome = '' OR `+rankSQL+` < ?)`,
+		outcome, messageID, fmtTime(at), reason, reason, key, settleRank(outcome, messageID)); err != nil {
 		return Event{}, fmt.Errorf("ledger: settle %s: %w", key, err)
 	}
 	return s.event(ctx, s.db, key)
+}
+
+// Record implements Ledger.
+func (s *SQLite) Record(ctx context.Context, key string, messageIDs, findings []string) (Event, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Event{}, fmt.Errorf("ledger: record the findings of %s: %w", key, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	e, err := s.event(ctx, tx, key)
+	if err != nil {
+		return Event{}, err
+	}
+	e.MessageIDs, e.Findings = merge(e.MessageIDs, messageIDs), merge(e.Findings, findings)
+	if _, err := tx.ExecContext(ctx, `UPDATE events SET message_ids = ?, findings = ? WHERE key = ?`, joinList(e.MessageIDs), joinList(e.Findings), key); err != nil {
+		return Event{}, fmt.Errorf("ledger: record the findings of %s: %w", key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Event{}, fmt.Errorf("ledger: record the findings of %s: %w", key, err)
+	}
+	return e, nil
 }
 
 // RecordSwitch implements Ledger.

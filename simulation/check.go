@@ -59,6 +59,10 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 			}
 		}
 	}
+	// An unknown outcome is a claim that something may have gone out.
+	if lt.w.tr.sends == 0 && (res.OutcomeUnknown || (l.Open && strings.Contains(res.Reason, "unknown"))) {
+		bad("the run says its outcome is unknown, but no send request ever reached a provider (%s)", res.Reason)
+	}
 	if !l.Open && res.State == contract.Delivered && len(live) == 0 {
 		bad("the run says Delivered but no message of the event is alive at the provider")
 	}
@@ -67,7 +71,7 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	// it, or a forced decision; the run records the resend's basis (a
 	// resend that a run replaced by a reset made is at least a key the
 	// run knows).
-	for k, first := range lt.sendKeys {
+	for k, first := range lt.w.sendKeys {
 		if k == sc.Input.Key {
 			continue
 		}

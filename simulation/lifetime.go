@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
@@ -101,10 +103,12 @@ type lifetime struct {
 	viol []string
 	// reconciled are the times a Reconcile activity succeeded.
 	reconciled []time.Time
-	// sends are the keys each Send attempt used, in order.
-	sendKeys map[string]time.Time
 	// failedSeen is when a lookup first saw a message of the event failed.
 	failedSeen time.Time
+	// queue decides which Send activities wait in the task queue; queued
+	// is true while the current one does.
+	queue  *rand.Rand
+	queued bool
 }
 
 // Run plays the lifetime of one seed and checks the promises.
@@ -116,7 +120,8 @@ func Run(seed int64, opts Options) (*Lifetime, error) {
 		return nil, err
 	}
 	defer w.close()
-	lt := &lifetime{w: w, sc: sc, opts: opts, tl: tl, cuts: append([]Cut(nil), sc.Cuts...), sendKeys: map[string]time.Time{}}
+	lt := &lifetime{w: w, sc: sc, opts: opts, tl: tl, cuts: append([]Cut(nil), sc.Cuts...),
+		queue: rand.New(rand.NewPCG(uint64(seed), 0x9e7e1))}
 	out := &Lifetime{Scenario: sc, Timeline: tl}
 
 	runID := "run-1"
@@ -296,9 +301,9 @@ func (s *segment) execute() {
 				env.CancelWorkflow()
 			}, sc.CancelRequest)
 		}
-		for i, c := range lt.cuts {
+		for _, c := range lt.cuts {
 			if c.Call == 0 && c.At > cutTime {
-				env.RegisterDelayedCallback(func() { s.cutAtTime(i) }, c.At)
+				env.RegisterDelayedCallback(func() { s.cutAtTime(c.At) }, c.At)
 			}
 		}
 	}
@@ -319,7 +324,7 @@ func (s *segment) execute() {
 		s.notes = st.Timeline
 	}
 	if !env.IsWorkflowCompleted() {
-		s.err = "the workflow did not complete"
+		s.err = fmt.Sprintf("the workflow did not complete (%v)", env.GetWorkflowError())
 		return
 	}
 	err := env.GetWorkflowError()
@@ -440,13 +445,17 @@ func describe(d contract.Decision) string {
 
 // cutAtTime cuts the run while it waits (no activity running): a
 // signal the run ignores wakes its workflow code, which then stops.
-func (s *segment) cutAtTime(i int) {
-	st, ok := s.query()
-	if !ok || st.State.Final() {
+func (s *segment) cutAtTime(at time.Duration) {
+	i := slices.IndexFunc(s.lt.cuts, func(c Cut) bool { return c.Call == 0 && c.At == at })
+	if i < 0 {
 		return
 	}
 	c := s.lt.cuts[i]
 	s.lt.cuts = append(s.lt.cuts[:i:i], s.lt.cuts[i+1:]...)
+	st, ok := s.query()
+	if !ok || st.State.Final() {
+		return
+	}
 	s.mu.Lock()
 	s.cut, s.cutBy = true, &c
 	s.mu.Unlock()
@@ -508,9 +517,26 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		}
 		s.lt.fresh++
 		cut := s.lt.takeCut(s.lt.fresh)
-		s.mu.Unlock()
 		lt := s.lt
+		if name == "Send" && attempt <= 1 {
+			lt.queued = lt.sc.QueueShare > 0 && lt.queue.Float64() < lt.sc.QueueShare
+		}
+		queued := name == "Send" && lt.queued && cut == nil
+		s.mu.Unlock()
 		now := lt.w.clock.Now()
+		if queued {
+			// The activity waits in the task queue: no worker starts it
+			// before its schedule-to-close budget ends. Each retry the
+			// environment makes stands for more of that wait.
+			err := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
+			if attempt <= 1 {
+				lt.tl.add(now, "temporal", "%s #%d waits in the task queue until its budget ends: no attempt begins", name, lt.fresh)
+			}
+			s.mu.Lock()
+			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: err})
+			s.mu.Unlock()
+			return zero, err
+		}
 		if cut != nil && !cut.AfterEffect {
 			s.stop(cut, now, name)
 			return zero, cutError()
@@ -518,6 +544,18 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		out, err := fn(ctx, in)
 		lt.tl.add(now, "activity", "%s #%d (attempt %d) %s", name, lt.fresh, attempt, summary(name, in, out, err))
 		lt.observe(name, now, in, out, err)
+		if cut != nil && !cut.Reset {
+			// The worker died after the activity did its work: the
+			// result is lost, and the server retries the activity once its
+			// start-to-close timeout passes (a new attempt, not a new
+			// activity); the new worker replays the run from its history.
+			lost := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
+			lt.tl.add(now, "temporal", "the worker died after %s's effect: its result is lost and the activity is retried", name)
+			s.mu.Lock()
+			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: lost})
+			s.mu.Unlock()
+			return zero, lost
+		}
 		if cut != nil {
 			s.stop(cut, now, name)
 			return zero, cutError()
@@ -547,20 +585,32 @@ func cutError() error {
 // observe keeps what the checks need from the activities' answers.
 func (lt *lifetime) observe(name string, now time.Time, in, out any, err error) {
 	switch name {
-	case "Send":
-		if si, ok := in.(activities.SendInput); ok {
-			if _, seen := lt.sendKeys[si.Request.Key]; !seen {
-				lt.sendKeys[si.Request.Key] = now
+	case "Reconcile":
+		if err != nil {
+			return
+		}
+		lt.reconciled = append(lt.reconciled, now)
+		if ro, ok := out.(activities.ReconcileOutput); ok {
+			for _, m := range ro.Messages {
+				lt.sawStatus(now, m.Status)
 			}
 		}
-	case "Reconcile":
-		if err == nil {
-			lt.reconciled = append(lt.reconciled, now)
-		}
 	case "Status":
-		if m, ok := out.(provider.Message); ok && err == nil && m.Status.Failed() && lt.failedSeen.IsZero() {
-			lt.failedSeen = now
+		if m, ok := out.(provider.Message); ok && err == nil {
+			lt.sawStatus(now, m.Status)
 		}
+	case "Send":
+		// A replayed answer carries the message's status now.
+		if so, ok := out.(activities.SendOutput); ok && err == nil {
+			lt.sawStatus(now, so.Result.Status)
+		}
+	}
+}
+
+// sawStatus keeps when a failed message of the event was first seen.
+func (lt *lifetime) sawStatus(now time.Time, s provider.Status) {
+	if s.Failed() && lt.failedSeen.IsZero() {
+		lt.failedSeen = now
 	}
 }
 

@@ -39,6 +39,10 @@ type Scenario struct {
 	// Rotation is a time when the provider's credential has been rotated
 	// and the worker still sends the old one: every request gets 401.
 	Rotation *Window
+	// QueueShare is the share of Send activities that wait in the task
+	// queue until their budget ends (the fleet's rate limit held them, or
+	// no worker polled): no attempt begins, nothing reaches the provider.
+	QueueShare float64
 
 	// Looks are the moments a person looks at the run and may decide.
 	Looks []Look
@@ -184,6 +188,12 @@ func NewScenario(seed int64) *Scenario {
 		sc.Cuts = append(sc.Cuts, c)
 	}
 	sc.StartAgain = r.IntN(10) == 0
+	// Drawn from a generator of its own, so the draws above, and with
+	// them every seed's scenario, stay what they were before it.
+	q := rand.New(rand.NewPCG(uint64(seed), 0x9e7e))
+	if q.IntN(5) == 0 {
+		sc.QueueShare = []float64{0.3, 0.7, 1}[q.IntN(3)]
+	}
 	return sc
 }
 
@@ -239,6 +249,9 @@ func (sc *Scenario) String() string {
 	}
 	if sc.Rotation != nil {
 		fmt.Fprintf(&b, ", credential rotated %s-%s", sc.Rotation.From, sc.Rotation.To)
+	}
+	if sc.QueueShare > 0 {
+		fmt.Fprintf(&b, "; %.0f%% of sends wait in the task queue until their budget ends", sc.QueueShare*100)
 	}
 	fmt.Fprintf(&b, "\n  delivery: %.0f%% failed, %.0f%% undelivered, after %s\n", sc.FailRate*100, sc.UndeliveredRate*100, sc.DeliveryDelay)
 	for _, l := range sc.Looks {

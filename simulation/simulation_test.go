@@ -128,13 +128,12 @@ func TestSimulationFindsEarlierDefects(t *testing.T) {
 		breaks  string
 	}{
 		{5, 1678, "an uncertain attempt is forgotten when a later attempt is rejected (401)", "silent duplicate"},
-		{5, 3193, "no last look when every search failed: a Cancelled run hides a message a hung attempt made", "unknown message"},
+		{5, 381, "no last look when every search failed: a Cancelled run hides a message a hung attempt made", "unknown message"},
 		{5, 1676, "an acknowledged resend whose search failed is dropped", "was not carried out"},
-		{5, 94, "a run a Temporal reset made is fenced out by the run it replaced", "never settled"},
+		{5, 53, "a run a Temporal reset made is fenced out by the run it replaced", "never settled"},
 		{6, 2245, "after a reset, the new run's send is refused (401) and it ends Failed, forgetting the message the run it replaced was accepted with", "unknown message"},
 		{6, 2777, "the same at Sendy", "unknown message"},
-		{6, 1120, "after a reset that follows a resend, the new run's result lacks the first message, which the ledger holds", "unknown message"},
-		{6, 2235, "after a reset past the settle, the new run ends Delivered while the ledger holds Unconfirmed", "the ledger settled the event Unconfirmed, the run ended Delivered"},
+		{6, 3387, "after a reset that follows a resend, the new run's result lacks the first message, which the ledger holds", "unknown message"},
 	} {
 		t.Run(fmt.Sprintf("v%d-seed-%d", c.version, c.seed), func(t *testing.T) {
 			old, err := Run(c.seed, Options{Version: c.version})
@@ -163,7 +162,7 @@ func TestSimulationFindsEarlierDefects(t *testing.T) {
 // TestSimulationReplaysExactly runs a seed twice: the same seed must make
 // the same timeline, or a failing seed could not be replayed.
 func TestSimulationReplaysExactly(t *testing.T) {
-	for _, seed := range []int64{94, 2235, 3193} {
+	for _, seed := range []int64{53, 2235, 3387, 5161} {
 		a, err := Run(seed, Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -36,6 +36,9 @@ type world struct {
 	acts  *activities.Activities
 	tr    *transport
 	tl    *timeline
+	// sendKeys are the keys of the send requests that reached a
+	// provider, and when the first did.
+	sendKeys map[string]time.Time
 }
 
 // clock is the world's time: the running test environment's clock, or,
@@ -75,7 +78,7 @@ const (
 )
 
 func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
-	w := &world{sc: sc, clock: &clock{now: func() time.Time { return sc.Start }}, tl: tl}
+	w := &world{sc: sc, clock: &clock{now: func() time.Time { return sc.Start }}, tl: tl, sendKeys: map[string]time.Time{}}
 	w.tr = &transport{w: w, rng: rand.New(rand.NewPCG(uint64(sc.Seed), 0xfa17)), asleep: make(chan *sleeper)}
 	ids := rand.New(rand.NewPCG(uint64(sc.Seed), 0x1d5))
 	sim, err := simulator.New(simulator.Config{
@@ -241,6 +244,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, timeoutError{"the provider did not answer in time"}
 		}
 		t.sends++
+		if _, seen := t.w.sendKeys[key]; !seen {
+			t.w.sendKeys[key] = now
+		}
 		if f, d := sc.sendFault(t.rng, prov); f != "" {
 			_ = t.w.sim.AddFault(simulator.Fault{Kind: f, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(d)})
 		}

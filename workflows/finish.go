@@ -10,6 +10,7 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/metrics/name"
 	"github.com/acme/smsorch/sms"
 )
@@ -177,6 +178,65 @@ func (r *run) mayHaveSent(unresolved bool) {
 	r.st.OutcomeUnknown = true
 	r.st.Reason += "; the outcome is unknown: an attempt ended without a certain answer and no search of the provider's records could tell whether it sent the SMS, so one may have gone out"
 	r.note("outcome unknown: an SMS of the event may have gone out (no search could rule it out)")
+	if !r.ledgerMessages() || r.st.PossibleDuplicate {
+		return
+	}
+	// Each uncertain attempt may have sent its own message (Bird stores
+	// no 5xx answer; a lock may expire under a running attempt): more
+	// than one, or one beside a message of the event whose status the
+	// run never saw (none is known alive here), may mean more than one
+	// SMS.
+	rec := r.recall(r.req.Key)
+	n := rec.Uncertain
+	for _, m := range rec.Messages {
+		if !r.observed[m.ID] {
+			n++
+		}
+	}
+	if n > 1 {
+		r.possibleDuplicate(fmt.Sprintf("%d attempts of the event ended without a certain answer or with a message, and no search could tell what they sent: more than one SMS may have gone out", n))
+	}
+}
+
+// findings are what the run reports beside its outcome, as the ledger
+// keeps them (runs since versionLedgerMessages).
+func (r *run) findings() []string {
+	var f []string
+	if r.st.DuplicateSend {
+		f = append(f, ledger.FindingDuplicateSend)
+	}
+	if r.st.PossibleDuplicate {
+		f = append(f, ledger.FindingPossibleDuplicate)
+	}
+	if r.st.OutcomeUnknown {
+		f = append(f, ledger.FindingOutcomeUnknown)
+	}
+	return f
+}
+
+// takeRecord reports the messages and findings the ledger keeps for the
+// event, which another run of the workflow recorded (runs since
+// versionLedgerMessages).
+func (r *run) takeRecord(ids, findings []string) {
+	if !r.ledgerMessages() {
+		return
+	}
+	for _, id := range ids {
+		r.addMessage(id)
+	}
+	for _, f := range findings {
+		switch f {
+		case ledger.FindingDuplicateSend:
+			r.st.DuplicateSend = true
+		case ledger.FindingPossibleDuplicate:
+			r.st.PossibleDuplicate = true
+		case ledger.FindingOutcomeUnknown:
+			r.st.OutcomeUnknown = true
+		}
+	}
+	if len(findings) > 0 {
+		r.note("the ledger keeps what the run that settled the event reported: %s", strings.Join(findings, ", "))
+	}
 }
 
 // settle records the outcome in the ledger, retried until it is written;
@@ -202,6 +262,9 @@ func (r *run) countSettled() {
 // the run does not know, and ok is false with those keys in out.
 func (r *run) settleChecked(check bool) (out activities.SettleOutput, ok bool) {
 	in := activities.SettleInput{Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID}
+	if r.ledgerMessages() {
+		in.MessageIDs, in.Findings = r.st.MessageIDs, r.findings()
+	}
 	if check {
 		in.KnownKeys, in.CheckKeys = r.st.KeysUsed, true
 	}
@@ -238,11 +301,20 @@ func (r *run) settled(out activities.SettleOutput, err error) {
 		r.upsertSearch()
 	case out.Outcome != string(r.st.State) && r.ledgerMessages() && out.Outcome != "":
 		// Another run of the workflow (the one a reset replaced) settled
-		// the event first: its outcome is the event's, and the run says
-		// what it found itself.
+		// the event first, with an outcome that knows at least as much of
+		// a message that went out as this run's (a lesser one this settle
+		// would have replaced: ledger.Rank). That outcome, and its
+		// message, are the event's; the run says what it found itself.
 		r.st.Reason = fmt.Sprintf("the ledger already held the outcome %s for the event, settled at %s by another run of this workflow (%s); this run, which replaced it, found: %s (%s)",
 			out.Outcome, out.SettledAt.UTC().Format(time.RFC3339), out.Reason, r.st.State, r.st.Reason)
 		r.st.State = contract.State(out.Outcome)
+		if out.MessageID != "" {
+			r.addMessage(out.MessageID)
+			if r.primary == "" {
+				r.primary = out.MessageID
+			}
+		}
+		r.takeRecord(out.MessageIDs, out.Findings)
 		r.note("%s", r.st.Reason)
 		r.upsertSearch()
 	case out.Outcome != string(r.st.State):

@@ -46,6 +46,8 @@ func (r *run) prepare() (ended bool) {
 			r.st.MessageIDs = append(r.st.MessageIDs, e.MessageID)
 		}
 		r.note("%s", r.st.Reason)
+		r.learnMessages(out.Messages)
+		r.takeRecord(e.MessageIDs, e.Findings)
 		return true
 	}
 	r.claimed = true
@@ -253,6 +255,8 @@ func (r *run) takeOver(why string) contract.State {
 		if e.MessageID != "" {
 			r.addMessage(e.MessageID)
 		}
+		r.learnMessages(out.Messages)
+		r.takeRecord(e.MessageIDs, e.Findings)
 		r.st.Reason = fmt.Sprintf("duplicate: an earlier run of this workflow already settled the event as %s on %s (%s); nothing sent again",
 			e.Outcome, e.SettledAt.UTC().Format(time.RFC3339), e.Reason)
 		r.note("%s", r.st.Reason)

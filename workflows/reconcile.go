@@ -159,6 +159,10 @@ func (r *run) knownIDs(p string) []string {
 // under any of its keys and at any provider, means the phone may get
 // the SMS twice: a proven duplicate, reported as such.
 func (r *run) seen(id string, s provider.Status) {
+	if r.observed == nil {
+		r.observed = map[string]bool{}
+	}
+	r.observed[id] = true
 	i := slices.Index(r.live, id)
 	switch {
 	case s.Failed() && i >= 0:

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 )
 
@@ -123,3 +125,47 @@ func TestReview7ARefusedResendAfterAFailedDeliveryIsNoUnknownOutcome(t *testing.
 	}
 }
 
+// Version 7 makes a run that resumes the event list every message id the
+// ledger holds (seed 1120), but not a run that finds the event settled:
+// Prepare returns before it reads the attempts when the event is settled,
+// and prepare()'s (and takeOver()'s) Settled branch adds only the settled
+// message id.
+//
+// Path: run A sent m-0 under the event key, its delivery failed, a
+// person resent, and m-1 under ~resend-1 was delivered; A settled
+// Delivered with m-1. An operator resets the workflow to its first
+// workflow task: the new run's Prepare finds the event settled, and the
+// run ends Duplicate with messageIds [m-1]. m-0, which the ledger holds
+// and the provider holds (failed), is missing and the run does not say
+// its outcome is unknown: the simulation's "unknown message" promise,
+// broken on the same reset path version 7 fixed for a resumed run.
+// (Simulation seed 5161 is the same path with a proven duplicate that
+// run A found: the reset run ends Duplicate with one of the two live
+// messages and no duplicateSend; there the second id is in no ledger row
+// at all, since the ledger's settle keeps one message id and no
+// duplicate flag.)
+func TestReview7ARunThatFindsTheEventSettledListsTheLedgersMessages(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	resend := key + "~resend-1"
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+		Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start,
+		Settled: &ledger.Event{Key: key, Outcome: string(contract.Delivered), Reason: "delivered as message m-1", MessageID: "m-1", SettledAt: h.start.Add(2 * time.Hour)},
+		// Since the fix, Prepare reads the attempts of a settled event too.
+		Messages: []activities.SentMessage{{Key: key, ID: "m-0"}, {Key: resend, ID: "m-1"}},
+	}, nil).Once()
+	// What the ledger holds of the event, had the run asked.
+	h.recall = func(activities.RecallInput) activities.RecallOutput {
+		return activities.RecallOutput{
+			SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}, {Key: resend, FirstAttemptAt: h.start.Add(time.Hour)}},
+			Messages: []activities.SentMessage{{Key: key, ID: "m-0"}, {Key: resend, ID: "m-1"}},
+		}
+	}
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, contract.Duplicate, res.State, res.Reason)
+	require.False(t, res.OutcomeUnknown || res.PossibleDuplicate)
+	require.Contains(t, res.MessageIDs, "m-0",
+		"the ledger holds m-0 (failed at the provider) and the Duplicate result lists only %v", res.MessageIDs)
+}

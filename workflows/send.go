@@ -110,6 +110,11 @@ type run struct {
 	// later Send of the same key numbers its ledger rows after the ones
 	// the run already holds, so no attempt's record is overwritten.
 	sentUnder map[string]bool
+
+	// Since versionLedgerMessages:
+	// observed are the message ids whose status the run has seen (in an
+	// answer, a lookup or a search).
+	observed map[string]bool
 }
 
 // fixed reports whether the run follows versionNoSilentDuplicates.

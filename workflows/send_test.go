@@ -74,8 +74,8 @@ func newHarness(t *testing.T) *harness {
 			h.settleUnknown = nil
 			return *u, nil
 		}
-		if h.settled == nil {
-			h.settled = &in // the first settle wins, as in the ledger
+		if h.settled == nil || (in.MessageID != "" && ledger.Rank(in.Outcome) > ledger.Rank(h.settled.Outcome)) {
+			h.settled = &in // the first settle wins unless a later one ranks higher, as in the ledger
 		}
 		return activities.SettleOutput{Outcome: h.settled.Outcome, Reason: h.settled.Reason, MessageID: h.settled.MessageID}, nil
 	}).Maybe()

@@ -234,15 +234,20 @@ func (r *run) rejected(reason string) contract.State {
 	rec := r.recall(r.req.Key)
 	r.uncertainSince(rec.LastUncertainAt)
 	r.learnMessages(rec.Messages)
-	held := r.ledgerMessages() && len(rec.Messages) > 0 && len(r.live) == 0
-	if !r.recheckPending() && !held {
+	held := 0 // ids the ledger holds whose status the run never saw
+	for _, m := range rec.Messages {
+		if r.ledgerMessages() && !r.observed[m.ID] && len(r.live) == 0 {
+			held++
+		}
+	}
+	if !r.recheckPending() && held == 0 {
 		return contract.Failed
 	}
 	r.setState(contract.Reconciling)
 	if r.recheckPending() {
 		r.note("an earlier attempt of the event ended without a certain answer and may have sent the SMS: searching %s's records once it can no longer take effect, before the run ends", r.st.Provider)
 	} else {
-		r.note("the ledger holds message ids of the event (%d): searching %s's records for a live one before the run ends", len(rec.Messages), r.st.Provider)
+		r.note("the ledger holds %d message id(s) of the event whose status this run never saw (another run's attempts): searching %s's records for a live one before the run ends", held, r.st.Provider)
 	}
 	out, err := r.lateLook()
 	switch {
