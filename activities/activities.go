@@ -264,14 +264,14 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareOutpu
 	if err != nil {
 		return out, err // retried: the run must know every key before it goes on
 	}
-	out.Messages = sentMessages(attempts)
+	out.Messages, out.SendKeys = sentMessages(attempts), sendKeys(attempts)
 	if claim.Event.Settled() {
-		// Nothing more is sent; the run reports every message there was.
+		// Nothing more is sent; the run reports every key and message
+		// there was.
 		e := claim.Event
 		out.Settled = &e
 		return out, nil
 	}
-	out.SendKeys = sendKeys(attempts)
 	out.LastUncertainAt = lastUncertain(attempts, func(ledger.Attempt) bool { return true })
 	return out, nil
 }
@@ -328,8 +328,8 @@ type RecallOutput struct {
 	// Messages are the message ids the event's attempts got, in any run.
 	Messages []SentMessage `json:"messages,omitempty"`
 	// Uncertain counts the event's attempts, under any key and in any
-	// run, that ended without a certain answer or never ended: each may
-	// have sent a message.
+	// run, that ended without a certain answer (not an in-progress one)
+	// or never ended: each may have sent a message.
 	Uncertain int `json:"uncertain,omitempty"`
 }
 
@@ -359,7 +359,9 @@ func (a *Activities) Recall(ctx context.Context, in RecallInput) (RecallOutput, 
 	out.SendKeys = sendKeys(attempts)
 	out.Messages = sentMessages(attempts)
 	for _, at := range attempts {
-		if at.Uncertain() {
+		// A 409 in progress executed nothing: the attempt it waited for
+		// is the one that may have sent.
+		if at.Uncertain() && at.Outcome != string(provider.InProgress) {
 			out.Uncertain++
 		}
 	}

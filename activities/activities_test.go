@@ -613,4 +613,6 @@ func TestPrepareAndRecallReturnTheMessagesTheLedgerHolds(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, settled.Settled)
 	require.Equal(t, []SentMessage{{Key: event.Key, ID: id}}, settled.Messages)
+	require.Len(t, settled.SendKeys, 1)
+	require.Equal(t, event.Key, settled.SendKeys[0].Key)
 }

@@ -69,7 +69,7 @@ func merge(have, add []string) []string {
 // joinList and splitList store a list of ids or findings in one column.
 func joinList(l []string) string { return strings.Join(l, " ") }
 
-func splitList(s string) []string { return strings.Fields(s) }
+func splitList(s string) []string { return merge(nil, strings.Fields(s)) }
 
 // Settled reports whether the event reached a final outcome.
 func (e Event) Settled() bool { return e.Outcome != "" }
@@ -185,7 +185,9 @@ func newIdentity() string { return "ledger-" + uuid.NewString() }
 // Rank orders outcomes by what they know of a message that went out: 0
 // none (Failed, Cancelled), 1 a message whose delivery is not confirmed
 // (Unconfirmed, Accepted), 2 a delivered message. A settle replaces a
-// stored outcome of lower rank (Settle): a run that learns later that a
+// stored outcome of lower rank (Settle) when it names another message, or
+// confirms delivery: one that names the stored message without
+// confirming it knows nothing the record lacks. A run that learns later that a
 // message is alive (after a Temporal reset, another run of the same
 // workflow may have settled first) corrects the record, and no settle
 // ever takes a known message out of it.
@@ -202,6 +204,16 @@ func Rank(outcome string) int {
 // rankSQL is Rank of the stored outcome, in SQL that SQLite and
 // PostgreSQL both read.
 const rankSQL = `(CASE outcome WHEN 'Delivered' THEN 2 WHEN 'Unconfirmed' THEN 1 WHEN 'Accepted' THEN 1 ELSE 0 END)`
+
+// Outranks reports whether a settle of outcome with messageID replaces
+// the stored outcome with storedID: what Settle does in its statement.
+func Outranks(outcome, messageID, stored, storedID string) bool {
+	if stored == "" {
+		return true
+	}
+	r := settleRank(outcome, messageID)
+	return Rank(stored) < r && (messageID != storedID || r == 2)
+}
 
 // settleRank is the rank a settle brings: none without a message id.
 func settleRank(outcome, messageID string) int {
@@ -253,8 +265,9 @@ type Ledger interface {
 	// Settle records the event's final outcome and returns the record as
 	// stored. The first settle wins, unless a later one knows more of a
 	// message that went out (Rank): Delivered replaces Unconfirmed or
-	// Accepted, and any of those with a message id replaces Failed or
-	// Cancelled, keeping the replaced outcome in the reason. Otherwise
+	// Accepted, and any of those with a message id other than the stored
+	// one replaces Failed or Cancelled, keeping the replaced outcome in
+	// the reason and the replaced message in MessageIDs. Otherwise
 	// settling a settled event changes nothing, and the caller compares
 	// the returned outcome with its own.
 	Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (Event, error)

@@ -483,3 +483,21 @@ func TestPostgresRecordKeepsEverything(t *testing.T) {
 	t.Parallel()
 	recordKeepsEverything(t, openPostgres)
 }
+
+// Outranks is the rule Settle's statement applies.
+func TestOutranks(t *testing.T) {
+	for _, c := range []struct {
+		outcome, id, stored, storedID string
+		want                          bool
+	}{
+		{"Failed", "", "", "", true},
+		{"Delivered", "m-1", "Unconfirmed", "m-1", true},
+		{"Unconfirmed", "m-2", "Failed", "", true},
+		{"Unconfirmed", "m-1", "Cancelled", "m-1", false},
+		{"Unconfirmed", "", "Failed", "", false},
+		{"Accepted", "m-2", "Unconfirmed", "m-1", false},
+		{"Failed", "", "Delivered", "m-1", false},
+	} {
+		require.Equal(t, c.want, Outranks(c.outcome, c.id, c.stored, c.storedID), "%+v", c)
+	}
+}

@@ -326,8 +326,9 @@ func (p *Postgres) Settle(ctx context.Context, key, outcome, reason, messageID s
 		return Event{}, errors.New("ledger: settle needs an outcome")
 	}
 	if _, err := p.pool.Exec(ctx, `UPDATE events SET outcome = $1, message_id = $3, settled_at = $4,
-		outcome_reason = CASE WHEN outcome = '' THEN $2 ELSE $2 || ' (replaces ' || outcome || ': ' || outcome_reason || ')' END
-		WHERE key = $5 AND (outcome = '' OR `+rankSQL+` < $6)`,
+		outcome_reason = CASE WHEN outcome = '' THEN $2 ELSE $2 || ' (replaces ' || outcome || ': ' || outcome_reason || ')' END,
+		message_ids = CASE WHEN message_id = '' THEN message_ids ELSE trim(message_ids || ' ' || message_id) END
+		WHERE key = $5 AND (outcome = '' OR (`+rankSQL+` < $6 AND (message_id <> $3 OR $6 = 2)))`,
 		outcome, reason, messageID, at, key, settleRank(outcome, messageID)); err != nil {
 		return Event{}, fmt.Errorf("ledger: settle %s: %w", key, err)
 	}

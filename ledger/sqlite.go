@@ -392,9 +392,10 @@ func (s *SQLite) Settle(ctx context.Context, key, outcome, reason, messageID str
 		return Event{}, errors.New("ledger: settle needs an outcome")
 	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE events SET outcome = ?, message_id = ?, settled_at = ?,
-		outcome_reason = CASE WHEN outcome = '' THEN ? ELSE ? || ' (replaces ' || outcome || ': ' || outcome_reason || ')' END
-		WHERE key = ? AND (outcome = '' OR `+rankSQL+` < ?)`,
-		outcome, messageID, fmtTime(at), reason, reason, key, settleRank(outcome, messageID)); err != nil {
+		outcome_reason = CASE WHEN outcome = '' THEN ? ELSE ? || ' (replaces ' || outcome || ': ' || outcome_reason || ')' END,
+		message_ids = CASE WHEN message_id = '' THEN message_ids ELSE trim(message_ids || ' ' || message_id) END
+		WHERE key = ? AND (outcome = '' OR (`+rankSQL+` < ? AND (message_id <> ? OR ? = 2)))`,
+		outcome, messageID, fmtTime(at), reason, reason, key, settleRank(outcome, messageID), messageID, settleRank(outcome, messageID)); err != nil {
 		return Event{}, fmt.Errorf("ledger: settle %s: %w", key, err)
 	}
 	return s.event(ctx, s.db, key)

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,6 +138,8 @@ func (r *run) settleKnown() {
 	for i := 0; ; i++ {
 		if r.st.State == contract.Cancelled || r.st.State == contract.Failed {
 			r.mayHaveSent(r.reconcileFailed || r.unsearchable)
+		} else if r.ledgerMessages() && r.newAfterUncertain && (r.reconcileFailed || r.unsearchable) && !r.st.DuplicateSend && !r.st.PossibleDuplicate {
+			r.possibleDuplicate("a new message was accepted after an attempt without a certain answer, and the last look for a second message, once that attempt could no longer take effect, failed: the earlier attempt may have sent one too")
 		}
 		out, ok := r.settleChecked(i < 3)
 		if ok {
@@ -221,21 +224,30 @@ func (r *run) takeRecord(ids, findings []string) {
 	if !r.ledgerMessages() {
 		return
 	}
+	var added []string
 	for _, id := range ids {
-		r.addMessage(id)
-	}
-	for _, f := range findings {
-		switch f {
-		case ledger.FindingDuplicateSend:
-			r.st.DuplicateSend = true
-		case ledger.FindingPossibleDuplicate:
-			r.st.PossibleDuplicate = true
-		case ledger.FindingOutcomeUnknown:
-			r.st.OutcomeUnknown = true
+		if !slices.Contains(r.st.MessageIDs, id) {
+			r.addMessage(id)
+			added = append(added, "message "+id)
 		}
 	}
-	if len(findings) > 0 {
-		r.note("the ledger keeps what the run that settled the event reported: %s", strings.Join(findings, ", "))
+	for _, f := range findings {
+		var flag *bool
+		switch f {
+		case ledger.FindingDuplicateSend:
+			flag = &r.st.DuplicateSend
+		case ledger.FindingPossibleDuplicate:
+			flag = &r.st.PossibleDuplicate
+		case ledger.FindingOutcomeUnknown:
+			flag = &r.st.OutcomeUnknown
+		}
+		if flag != nil && !*flag {
+			*flag = true
+			added = append(added, f)
+		}
+	}
+	if len(added) > 0 {
+		r.note("the ledger keeps what another run of the event reported: %s", strings.Join(added, ", "))
 	}
 }
 
@@ -314,11 +326,15 @@ func (r *run) settled(out activities.SettleOutput, err error) {
 				r.primary = out.MessageID
 			}
 		}
-		r.takeRecord(out.MessageIDs, out.Findings)
 		r.note("%s", r.st.Reason)
 		r.upsertSearch()
 	case out.Outcome != string(r.st.State):
 		r.note("the ledger already held the outcome %s for the event (settled %s: %s); the first settle stands there",
 			out.Outcome, out.SettledAt.UTC().Format(time.RFC3339), out.Reason)
+	}
+	if err == nil {
+		// What every run of the event recorded with it: another run's
+		// proven duplicate, or a message only it found, is this run's too.
+		r.takeRecord(out.MessageIDs, out.Findings)
 	}
 }

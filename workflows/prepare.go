@@ -46,6 +46,9 @@ func (r *run) prepare() (ended bool) {
 			r.st.MessageIDs = append(r.st.MessageIDs, e.MessageID)
 		}
 		r.note("%s", r.st.Reason)
+		if r.ledgerMessages() {
+			r.learnKeys(out.SendKeys)
+		}
 		r.learnMessages(out.Messages)
 		r.takeRecord(e.MessageIDs, e.Findings)
 		return true
@@ -254,6 +257,9 @@ func (r *run) takeOver(why string) contract.State {
 		r.claimed = false
 		if e.MessageID != "" {
 			r.addMessage(e.MessageID)
+		}
+		if r.ledgerMessages() {
+			r.learnKeys(out.SendKeys)
 		}
 		r.learnMessages(out.Messages)
 		r.takeRecord(e.MessageIDs, e.Findings)

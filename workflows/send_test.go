@@ -74,7 +74,7 @@ func newHarness(t *testing.T) *harness {
 			h.settleUnknown = nil
 			return *u, nil
 		}
-		if h.settled == nil || (in.MessageID != "" && ledger.Rank(in.Outcome) > ledger.Rank(h.settled.Outcome)) {
+		if h.settled == nil || ledger.Outranks(in.Outcome, in.MessageID, h.settled.Outcome, h.settled.MessageID) {
 			h.settled = &in // the first settle wins unless a later one ranks higher, as in the ledger
 		}
 		return activities.SettleOutput{Outcome: h.settled.Outcome, Reason: h.settled.Reason, MessageID: h.settled.MessageID}, nil
