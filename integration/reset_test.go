@@ -30,6 +30,23 @@ func history(t *testing.T, key, runID string) []*historypb.HistoryEvent {
 	return out
 }
 
+// historyWith waits until the current run's history holds an event of
+// type, and returns the history then.
+func historyWith(t *testing.T, key string, typ enumspb.EventType, within time.Duration) []*historypb.HistoryEvent {
+	t.Helper()
+	var events []*historypb.HistoryEvent
+	require.Eventually(t, func() bool {
+		events = history(t, key, "")
+		for _, ev := range events {
+			if ev.GetEventType() == typ {
+				return true
+			}
+		}
+		return false
+	}, within, 20*time.Millisecond, "no %s in the history of %s", typ, key)
+	return events
+}
+
 // firstTaskCompleted is the first workflow task completed after the event
 // that after picks (or the run's first one, after nil): a reset point.
 func firstTaskCompleted(t *testing.T, events []*historypb.HistoryEvent, after func(*historypb.HistoryEvent) bool) int64 {
@@ -120,16 +137,7 @@ func TestAResetRunTakesTheEventOverAtEveryPoint(t *testing.T) {
 		_, err := start(context.Background(), in)
 		require.NoError(t, err)
 		// Reset while the Send activity is still being retried.
-		var events []*historypb.HistoryEvent
-		require.Eventually(t, func() bool {
-			events = history(t, in.Key, "")
-			for _, ev := range events {
-				if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
-					return true
-				}
-			}
-			return false
-		}, 10*time.Second, 20*time.Millisecond)
+		events := historyWith(t, in.Key, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, 10*time.Second)
 		newRun := reset(t, in.Key, firstTaskCompleted(t, events, nil))
 		res, err := result(t, stack.Client.GetWorkflow(context.Background(), in.Key, newRun))
 		require.NoError(t, err, res.Reason)
@@ -224,16 +232,7 @@ func resetThen401(t *testing.T) (contract.Input, string) {
 	in := input(provider.Bird, newKey("shipped"))
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
-	var events []*historypb.HistoryEvent
-	require.Eventually(t, func() bool {
-		events = history(t, in.Key, "")
-		for _, ev := range events {
-			if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED {
-				return true
-			}
-		}
-		return false
-	}, 20*time.Second, 20*time.Millisecond, "the first run's send never completed")
+	events := historyWith(t, in.Key, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 20*time.Second)
 	require.Len(t, messages(provider.Bird, in.Key), 1)
 	fault(t, simulator.Fault{Kind: simulator.Unauthorized, Provider: "bird", Key: in.Key, Rate: 1})
 	return in, reset(t, in.Key, firstTaskCompleted(t, events, nil))

@@ -138,8 +138,13 @@ func (r *run) settleKnown() {
 	for i := 0; ; i++ {
 		if r.st.State == contract.Cancelled || r.st.State == contract.Failed {
 			r.mayHaveSent(r.reconcileFailed || r.unsearchable)
-		} else if r.ledgerMessages() && r.newAfterUncertain && (r.reconcileFailed || r.unsearchable) && !r.st.DuplicateSend && !r.st.PossibleDuplicate {
-			r.possibleDuplicate("a new message was accepted after an attempt without a certain answer, and the last look for a second message, once that attempt could no longer take effect, failed: the earlier attempt may have sent one too")
+		}
+		if r.ledgerMessages() && !r.recheckAt.IsZero() && (r.reconcileFailed || r.unsearchable) && len(r.live) > 0 && !r.st.PossibleDuplicate {
+			// The late look was owed and could not be made: an attempt
+			// without a certain answer may have sent a message beside the
+			// ones the run knows (Bird stores no 5xx answer, and its lock
+			// may expire under a running attempt).
+			r.possibleDuplicate("an attempt ended without a certain answer, and the last look for another message, once that attempt could no longer take effect, failed: it may have sent one beside the message the run follows")
 		}
 		out, ok := r.settleChecked(i < 3)
 		if ok {

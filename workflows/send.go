@@ -115,10 +115,6 @@ type run struct {
 	// observed are the message ids whose status the run has seen (in an
 	// answer, a lookup or a search).
 	observed map[string]bool
-	// newAfterUncertain is true once a send was answered with a new
-	// message (not a replay) after an attempt of its key without a
-	// certain answer: that attempt may have sent another.
-	newAfterUncertain bool
 }
 
 // fixed reports whether the run follows versionNoSilentDuplicates.

@@ -119,7 +119,6 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 			r.seen(res.MessageID, res.Status)
 		}
 		if out.Uncertain {
-			r.newAfterUncertain = r.newAfterUncertain || (r.ledgerMessages() && res.Outcome == provider.Accepted)
 			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.req.Key)
 			byKey, _ := r.lookForDuplicates([]string{r.req.Key})
 			if r.fixed() {
