@@ -496,7 +496,8 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 	return func(ctx context.Context, in I) (O, error) {
 		var zero O
 		inJSON, _ := json.Marshal(in)
-		attempt := activity.GetInfo(ctx).Attempt
+		info := activity.GetInfo(ctx)
+		attempt := info.Attempt
 		s.mu.Lock()
 		if s.cut {
 			s.mu.Unlock()
@@ -547,11 +548,14 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		out, err := fn(context.WithoutCancel(ctx), in)
 		lt.tl.add(now, "activity", "%s #%d (attempt %d) %s", name, lt.fresh, attempt, summary(name, in, out, err))
 		lt.observe(name, now, in, out, err)
-		if cut != nil && !cut.Reset {
+		if cut != nil && !cut.Reset && !info.IsLocalActivity {
 			// The worker died after the activity did its work: the
 			// result is lost, and the server retries the activity once its
 			// start-to-close timeout passes (a new attempt, not a new
 			// activity); the new worker replays the run from its history.
+			// (A local activity's result is lost with the workflow task
+			// that would have recorded it: the run is cut, and the replay
+			// runs the step again.)
 			lost := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
 			lt.tl.add(now, "temporal", "the worker died after %s's effect: its result is lost and the activity is retried", name)
 			s.mu.Lock()
