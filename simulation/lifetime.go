@@ -73,6 +73,7 @@ type call struct {
 	in      []byte
 	out     any
 	err     error
+	at      time.Time
 }
 
 // sent is a decision the person sent (for a reset or restart to deliver
@@ -105,6 +106,8 @@ type lifetime struct {
 	reconciled []time.Time
 	// failedSeen is when a lookup first saw a message of the event failed.
 	failedSeen time.Time
+	// cancelIn is the run the Temporal cancellation request reached.
+	cancelIn string
 	// queue decides which Send activities wait in the task queue; queued
 	// is true while the current one does.
 	queue  *rand.Rand
@@ -127,10 +130,12 @@ func Run(seed int64, opts Options) (*Lifetime, error) {
 	runID := "run-1"
 	var replay []call
 	var resumes []resume
+	var resetFrom time.Time
 	var acks []ack
 	for {
 		out.Runs++
 		seg := lt.segment(runID, replay, resumes)
+		seg.resetFrom = resetFrom
 		seg.execute()
 		if seg.cutBy == nil {
 			out.Result, out.Open, out.OpenState, acks, out.notes = seg.result, seg.open, seg.openState, seg.acks, seg.notes
@@ -142,8 +147,16 @@ func Run(seed int64, opts Options) (*Lifetime, error) {
 		c := seg.cutBy
 		now := w.clock.Now()
 		replay = seg.calls
+		resetFrom = time.Time{}
 		if c.Reset {
 			replay = lt.resetPoint(seg.calls, c.Back)
+			resetFrom = sc.Start
+			if len(replay) > 0 {
+				resetFrom = replay[len(replay)-1].at
+			}
+			if lt.cancelIn != "" && sc.Start.Add(sc.CancelRequest).After(resetFrom) {
+				lt.cancelIn = "" // after the reset point: the new run never got it
+			}
 			runID = fmt.Sprintf("run-%d", out.Runs+1)
 			tl.add(now, "temporal", "reset: run %s replays %d of %d activity calls and goes on", runID, len(replay), len(seg.calls))
 		} else {
@@ -219,9 +232,12 @@ type segment struct {
 	calls   []call
 	resumes []resume
 	resumed int
-	cut     bool
-	cutBy   *Cut
-	again   bool
+	// resetFrom is, for a run a reset made, the moment of the last
+	// activity call it replays: its history ends there.
+	resetFrom time.Time
+	cut       bool
+	cutBy     *Cut
+	again     bool
 
 	result    contract.Result
 	notes     []contract.Entry
@@ -295,9 +311,10 @@ func (s *segment) execute() {
 				env.RegisterDelayedCallback(func() { s.look(l) }, l.At)
 			}
 		}
-		if sc.CancelRequest > 0 && sc.CancelRequest > cutTime {
+		if s.cancelDue(cutTime) {
 			env.RegisterDelayedCallback(func() {
 				lt.tl.add(env.Now(), "person", "a Temporal cancellation request")
+				lt.cancelIn = s.runID
 				env.CancelWorkflow()
 			}, sc.CancelRequest)
 		}
@@ -338,6 +355,26 @@ func (s *segment) execute() {
 	if !s.open {
 		lt.tl.add(env.Now(), "run", "%s ended %s: %s", s.runID, s.result.State, s.result.Reason)
 	}
+}
+
+// cancelDue reports whether the Temporal cancellation request reaches
+// this segment's run: when it is still to come, or when the run's
+// history holds it (the same run replayed after a restart, or a reset
+// to a point after it; a reset to a point before it drops it, as
+// Temporal does).
+func (s *segment) cancelDue(cutTime time.Duration) bool {
+	sc := s.lt.sc
+	switch {
+	case sc.CancelRequest <= 0:
+		return false
+	case sc.CancelRequest > cutTime:
+		return true
+	case s.lt.cancelIn == "":
+		return false
+	case s.lt.cancelIn == s.runID:
+		return true
+	}
+	return !sc.Start.Add(sc.CancelRequest).After(s.resetFrom)
 }
 
 // horizon ends the world: a run still open is recorded as such and asked
@@ -534,7 +571,7 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 				lt.tl.add(now, "temporal", "%s #%d waits in the task queue until its budget ends: no attempt begins", name, lt.fresh)
 			}
 			s.mu.Lock()
-			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: err})
+			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: err, at: now})
 			s.mu.Unlock()
 			return zero, err
 		}
@@ -559,7 +596,7 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 			lost := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
 			lt.tl.add(now, "temporal", "the worker died after %s's effect: its result is lost and the activity is retried", name)
 			s.mu.Lock()
-			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: lost})
+			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: lost, at: now})
 			s.mu.Unlock()
 			return zero, lost
 		}
@@ -568,7 +605,7 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 			return zero, cutError()
 		}
 		s.mu.Lock()
-		s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, out: out, err: err})
+		s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, out: out, err: err, at: now})
 		s.mu.Unlock()
 		return out, err
 	}
