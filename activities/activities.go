@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -854,7 +855,9 @@ func (a *Activities) Settle(ctx context.Context, in SettleInput) (SettleOutput, 
 	if err != nil {
 		return SettleOutput{}, err
 	}
-	if len(in.MessageIDs) > 0 || len(in.Findings) > 0 {
+	if len(in.Findings) > 0 || slices.ContainsFunc(in.MessageIDs, func(id string) bool { return id != in.MessageID }) {
+		// Only what the settle's own row does not say: a run with one
+		// message and nothing to report (most of them) writes once.
 		// Retried with the rest when it fails: the settle itself is
 		// written, and writing it again changes nothing.
 		if e, err = a.Ledger.Record(ctx, in.Key, in.MessageIDs, in.Findings); err != nil {

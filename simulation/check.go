@@ -20,7 +20,7 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	bad := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
 	res := l.Result
 	sc := lt.sc
-	msgs := lt.w.sim.Messages(simFilter())
+	msgs := lt.w.sim.Messages(simulator.Filter{})
 	var ours []simulator.Message
 	for _, m := range msgs {
 		if m.Key == sc.Input.Key || strings.HasPrefix(m.Key, sc.Input.Key+"~") {
@@ -197,8 +197,6 @@ func (lt *lifetime) carriedOut(a ack, later []ack, res contract.Result, notes []
 	}
 	return alive
 }
-
-func simFilter() simulator.Filter { return simulator.Filter{} }
 
 func ids(ms []simulator.Message) string {
 	var s []string

@@ -24,6 +24,7 @@ import (
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/workflows"
 )
 
@@ -180,12 +181,12 @@ func Run(seed int64, opts Options) (*Lifetime, error) {
 	lt.w.tr.wake(time.Time{}, true)
 	lt.w.tr.mu.Unlock()
 	if sc.StartAgain && !out.Open {
-		before := len(w.sim.Messages(simFilter()))
+		before := len(w.sim.Messages(simulator.Filter{}))
 		seg := lt.segment(fmt.Sprintf("run-%d", out.Runs+1), nil, nil)
 		seg.again, seg.start = true, w.clock.Now()
 		seg.execute()
 		out.Runs++
-		after := len(w.sim.Messages(simFilter()))
+		after := len(w.sim.Messages(simulator.Filter{}))
 		tl.add(w.clock.Now(), "check", "the event started again after it closed: %s", seg.result.State)
 		if after != before {
 			lt.viol = append(lt.viol, fmt.Sprintf("a start of the closed event made %d more messages", after-before))

@@ -269,7 +269,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				dropped = true
 			}
 		}()
-		t.w.handler().ServeHTTP(rec, sreq)
+		t.handler.ServeHTTP(rec, sreq)
 	}()
 	select {
 	case <-done:
@@ -297,8 +297,6 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
-
-func (w *world) handler() http.Handler { return w.tr.handler }
 
 func replayMark(r *http.Response) string {
 	if r.Header.Get("Idempotency-Replay") == "true" {

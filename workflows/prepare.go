@@ -46,11 +46,7 @@ func (r *run) prepare() (ended bool) {
 			r.st.MessageIDs = append(r.st.MessageIDs, e.MessageID)
 		}
 		r.note("%s", r.st.Reason)
-		if r.ledgerMessages() {
-			r.learnKeys(out.SendKeys)
-		}
-		r.learnMessages(out.Messages)
-		r.takeRecord(e.MessageIDs, e.Findings)
+		r.learnSettled(out)
 		return true
 	}
 	r.claimed = true
@@ -71,21 +67,30 @@ func (r *run) prepare() (ended bool) {
 
 // learnMessages adds the message ids the ledger holds for the event that
 // the run does not know to its messages, each at the provider its key
-// names (runs since versionLedgerMessages). It reports whether there
-// were any.
-func (r *run) learnMessages(ms []activities.SentMessage) (learnt bool) {
+// names (runs since versionLedgerMessages).
+func (r *run) learnMessages(ms []activities.SentMessage) {
 	if !r.ledgerMessages() {
-		return false
+		return
 	}
 	for _, m := range ms {
 		if slices.Contains(r.st.MessageIDs, m.ID) {
 			continue
 		}
-		learnt = true
 		r.addMessageAt(m.ID, r.providerOf(m.Key))
 		r.note("the ledger holds message %s of the event (key %s), from an attempt this run did not make", m.ID, m.Key)
 	}
-	return learnt
+}
+
+// learnSettled takes what the ledger holds of an event that another run
+// settled: every key and message of its attempts, and what the settling
+// runs recorded (runs since versionLedgerMessages).
+func (r *run) learnSettled(out activities.PrepareOutput) {
+	if !r.ledgerMessages() {
+		return
+	}
+	r.learnKeys(out.SendKeys)
+	r.learnMessages(out.Messages)
+	r.takeRecord(out.Settled.MessageIDs, out.Settled.Findings)
 }
 
 // prepareInput is the event as Prepare checks and claims it.
@@ -258,11 +263,7 @@ func (r *run) takeOver(why string) contract.State {
 		if e.MessageID != "" {
 			r.addMessage(e.MessageID)
 		}
-		if r.ledgerMessages() {
-			r.learnKeys(out.SendKeys)
-		}
-		r.learnMessages(out.Messages)
-		r.takeRecord(e.MessageIDs, e.Findings)
+		r.learnSettled(out)
 		r.st.Reason = fmt.Sprintf("duplicate: an earlier run of this workflow already settled the event as %s on %s (%s); nothing sent again",
 			e.Outcome, e.SettledAt.UTC().Format(time.RFC3339), e.Reason)
 		r.note("%s", r.st.Reason)

@@ -235,9 +235,11 @@ func (r *run) rejected(reason string) contract.State {
 	r.uncertainSince(rec.LastUncertainAt)
 	r.learnMessages(rec.Messages)
 	held := 0 // ids the ledger holds whose status the run never saw
-	for _, m := range rec.Messages {
-		if r.ledgerMessages() && !r.observed[m.ID] && len(r.live) == 0 {
-			held++
+	if r.ledgerMessages() && len(r.live) == 0 {
+		for _, m := range rec.Messages {
+			if !r.observed[m.ID] {
+				held++
+			}
 		}
 	}
 	if !r.recheckPending() && held == 0 {
