@@ -31,15 +31,16 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/acme/smsorch/devstack/defaults"
 	"github.com/acme/smsorch/logging"
 )
 
 // Defaults, chosen to match the Temporal CLI's dev server so its habits and
 // docs carry over.
 const (
-	DefaultFrontendAddress = "127.0.0.1:7233"
-	DefaultUIAddress       = "127.0.0.1:8233"
-	DefaultDataDir         = ".smsorch"
+	DefaultFrontendAddress = defaults.FrontendAddress
+	DefaultUIAddress       = defaults.UIAddress
+	DefaultDataDir         = defaults.DataDir
 	DefaultNamespace       = "default"
 	// DefaultRetention keeps closed runs, and with them the workflow-id
 	// duplicate check, for 30 days.
@@ -48,7 +49,7 @@ const (
 	// redelivered event start a second run within a month.
 	MinRetention = 30 * 24 * time.Hour
 	// UIOff as Config.UIAddress starts no UI.
-	UIOff = "off"
+	UIOff = defaults.Off
 )
 
 // Config configures Start. Zero fields take the documented defaults.
@@ -147,15 +148,60 @@ func (c Config) validate() error {
 
 // checkBroadcast makes sure the servers of a cluster can reach this one.
 func (c Config) checkBroadcast() error {
+	_, err := c.broadcast()
+	return err
+}
+
+// broadcast is the IP the other servers of the cluster reach this one
+// on: BroadcastAddress; else the frontend's host; else, when the frontend
+// listens on every interface (0.0.0.0, as in a container), the address
+// this host's name resolves to, which is the container's own in Docker.
+func (c Config) broadcast() (string, error) {
 	addr := c.BroadcastAddress
 	if addr == "" {
 		addr, _, _ = net.SplitHostPort(c.FrontendAddress)
+		if ip := net.ParseIP(addr); addr == "" || ip != nil && ip.IsUnspecified() {
+			return hostIP()
+		}
 	}
 	ip := net.ParseIP(addr)
 	if ip == nil || ip.IsUnspecified() {
-		return fmt.Errorf("the other Temporal servers on the database need an IP address to reach this one, and %q is not one: set the broadcast address (an IP of this host), or listen on a specific IP", addr)
+		return "", fmt.Errorf("the other Temporal servers on the database need an IP address to reach this one, and %q is not one: set the broadcast address (an IP of this host), or listen on a specific IP", addr)
 	}
-	return nil
+	return addr, nil
+}
+
+// hostAddrs is this host's name and the addresses it resolves to.
+var hostAddrs = func() (string, []net.IP, error) {
+	name, err := os.Hostname()
+	if err != nil {
+		return "", nil, err
+	}
+	ips, err := net.LookupIP(name)
+	return name, ips, err
+}
+
+// hostIP is the first address other than loopback that this host's name
+// resolves to.
+func hostIP() (string, error) {
+	name, ips, err := hostAddrs()
+	if err != nil {
+		return "", fmt.Errorf("the frontend listens on every interface, so the other Temporal servers reach this one on the address of its host name %q, which does not resolve (%w): set the broadcast address (an IP of this host)", name, err)
+	}
+	var v6 string
+	for _, ip := range ips {
+		switch {
+		case ip.IsLoopback() || ip.IsUnspecified():
+		case ip.To4() != nil:
+			return ip.String(), nil
+		case v6 == "":
+			v6 = ip.String()
+		}
+	}
+	if v6 != "" {
+		return v6, nil
+	}
+	return "", fmt.Errorf("the frontend listens on every interface, so the other Temporal servers reach this one on the address of its host name %q, which resolves only to loopback: set the broadcast address (an IP of this host)", name)
 }
 
 // Stack is a running dev stack.
@@ -167,6 +213,7 @@ type Stack struct {
 	frontendAddr string
 	uiAddr       string
 	dbPath       string
+	uiOnly       bool // StartUI: no server in this process
 	stopOnce     sync.Once
 	stopErr      error
 }
@@ -192,6 +239,9 @@ func (s *Stack) DatabasePath() string { return s.dbPath }
 // State says where the server keeps its state: the SQLite file, or the
 // PostgreSQL database with its password left out.
 func (s *Stack) State() string {
+	if s.uiOnly {
+		return "kept by the Temporal server at " + s.frontendAddr
+	}
 	if s.cfg.Database != "" {
 		return logging.RedactDSN(s.cfg.Database) + " (and its " + VisibilitySuffix + " database)"
 	}

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -165,7 +166,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		{Config{Database: "mysql://root@127.0.0.1/temporal"}, "is not a postgres:// DSN"},
 		{Config{Database: "postgres://postgres:hunter2@127.0.0.1:5432"}, "names no database"},
 		{Config{Database: "postgres://127.0.0.1:5432/temporal"}, "names no user"},
-		{Config{Database: "postgres://postgres@127.0.0.1/temporal", FrontendAddress: "0.0.0.0:7233"}, "set the broadcast address"},
+		{Config{Database: "postgres://postgres@127.0.0.1/temporal", FrontendAddress: "0.0.0.0:7233", BroadcastAddress: "0.0.0.0"}, "set the broadcast address"},
 	} {
 		tc.cfg.DataDir = t.TempDir()
 		_, err := Start(ctx, tc.cfg)
@@ -181,4 +182,40 @@ func TestStartExplainsBusyPort(t *testing.T) {
 	defer func() { _ = l.Close() }()
 	_, err = Start(context.Background(), Config{FrontendAddress: l.Addr().String(), UIAddress: UIOff, DataDir: t.TempDir()})
 	require.ErrorContains(t, err, "is another dev stack or Temporal server running?")
+}
+
+// A server that listens on every interface, as in a container, tells the
+// other servers the address its host name resolves to; when that is
+// only loopback, or nothing, it says to set the broadcast address.
+func TestBroadcastAddressOfAServerOnEveryInterface(t *testing.T) {
+	saved := hostAddrs
+	defer func() { hostAddrs = saved }()
+	cfg := Config{Database: "postgres://postgres@127.0.0.1/temporal", FrontendAddress: "0.0.0.0:7233"}
+	for _, tc := range []struct {
+		ips        []net.IP
+		err        error
+		want, fail string
+	}{
+		{ips: []net.IP{net.ParseIP("127.0.1.1"), net.ParseIP("fd00::5"), net.ParseIP("172.18.0.4")}, want: "172.18.0.4"},
+		{ips: []net.IP{net.ParseIP("fd00::5")}, want: "fd00::5"},
+		{ips: []net.IP{net.ParseIP("127.0.0.1")}, fail: "resolves only to loopback: set the broadcast address"},
+		{err: errors.New("no such host"), fail: "does not resolve (no such host): set the broadcast address"},
+	} {
+		hostAddrs = func() (string, []net.IP, error) { return "a1b2c3", tc.ips, tc.err }
+		got, err := cfg.broadcast()
+		if tc.fail != "" {
+			require.ErrorContains(t, err, tc.fail)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got)
+	}
+	// A given address or a specific frontend host wins over the host name.
+	hostAddrs = func() (string, []net.IP, error) { panic("not asked") }
+	got, err := Config{FrontendAddress: "0.0.0.0:7233", BroadcastAddress: "10.0.0.7"}.broadcast()
+	require.NoError(t, err)
+	require.Equal(t, "10.0.0.7", got)
+	got, err = Config{FrontendAddress: "10.0.0.8:7233"}.broadcast()
+	require.NoError(t, err)
+	require.Equal(t, "10.0.0.8", got)
 }

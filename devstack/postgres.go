@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/server/tools/common/schema"
 	sqltool "go.temporal.io/server/tools/sql"
 
+	"github.com/acme/smsorch/devstack/defaults"
 	"github.com/acme/smsorch/logging"
 )
 
@@ -26,9 +27,26 @@ import (
 // share the work and let the survivor take every shard when one dies.
 const PostgresHistoryShards = 4
 
+// Connections each of a server process's four services (frontend,
+// history, matching, worker: each keeps its own pools) opens at most to
+// the persistence database and to the visibility database. One process
+// then holds at most 4 x (4 + 2) = 24; PostgreSQL accepts 100 by default,
+// so a cluster of two servers leaves room for the workers' ledger pools
+// and an operator's psql (the README's "Connections" adds it up for more
+// replicas).
+const (
+	PostgresServices           = 4
+	PostgresMaxConns           = 4
+	PostgresVisibilityMaxConns = 2
+)
+
+// PostgresMaxConnsPerServer is the most connections one server process
+// opens.
+const PostgresMaxConnsPerServer = PostgresServices * (PostgresMaxConns + PostgresVisibilityMaxConns)
+
 // VisibilitySuffix names the visibility database beside the main one:
 // postgres://…/temporal keeps its runs' visibility in temporal_visibility.
-const VisibilitySuffix = "_visibility"
+const VisibilitySuffix = defaults.VisibilitySuffix
 
 // IsPostgres reports whether a Temporal database address is a PostgreSQL DSN.
 func IsPostgres(dsn string) bool {
@@ -71,7 +89,7 @@ func parsePostgres(dsn string) (postgresStores, error) {
 	for k, v := range u.Query() {
 		attrs[k] = v[len(v)-1]
 	}
-	sqlCfg := func(name string) *config.SQL {
+	sqlCfg := func(name string, maxConns int) *config.SQL {
 		a := make(map[string]string, len(attrs))
 		for k, v := range attrs {
 			a[k] = v
@@ -84,11 +102,11 @@ func parsePostgres(dsn string) (postgresStores, error) {
 			User:              u.User.Username(),
 			Password:          password,
 			ConnectAttributes: a,
-			MaxConns:          20,
-			MaxIdleConns:      20,
+			MaxConns:          maxConns,
+			MaxIdleConns:      maxConns,
 		}
 	}
-	return postgresStores{dsn: dsn, persistence: sqlCfg(db), visibility: sqlCfg(db + VisibilitySuffix)}, nil
+	return postgresStores{dsn: dsn, persistence: sqlCfg(db, PostgresMaxConns), visibility: sqlCfg(db+VisibilitySuffix, PostgresVisibilityMaxConns)}, nil
 }
 
 // withDatabase returns dsn with its database replaced by name.

@@ -101,9 +101,11 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 			svc.RPC.MembershipPort = ports[4+i]
 			conf.Services[name] = svc
 		}
-		if s.cfg.BroadcastAddress != "" {
-			conf.Global.Membership.BroadcastAddress = s.cfg.BroadcastAddress
+		broadcast, err := s.cfg.broadcast() // checked in validate
+		if err != nil {
+			return nil, err
 		}
+		conf.Global.Membership.BroadcastAddress = broadcast
 	}
 	conf.ClusterMetadata = &cluster.Config{
 		FailoverVersionIncrement: 10,

@@ -11,6 +11,7 @@ import (
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
+	"go.uber.org/zap"
 )
 
 func (s *Stack) waitUI(ctx context.Context) error {
@@ -55,4 +56,52 @@ func (s *Stack) buildUI() error {
 		Codec:               uiconfig.Codec{Endpoint: s.cfg.CodecEndpoint},
 	}))
 	return nil
+}
+
+// UIConfig configures StartUI: the web UI alone, for a Temporal that
+// runs elsewhere.
+type UIConfig struct {
+	// Address is the UI's host:port (port 0 picks a free port).
+	Address string
+	// Frontend is the Temporal frontend the UI's server talks to.
+	Frontend string
+	// Namespace is the one the UI opens; default "default".
+	Namespace string
+	// CodecEndpoint is the codec server as the person's browser reaches it.
+	CodecEndpoint string
+	Logger        *zap.Logger
+}
+
+// StartUI serves the same web UI as Start, pointed at a Temporal frontend
+// that runs elsewhere (a cluster of --server-only processes), and returns
+// once it answers. Stop stops it.
+func StartUI(ctx context.Context, cfg UIConfig) (*Stack, error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if _, _, err := net.SplitHostPort(cfg.Frontend); err != nil {
+		return nil, fmt.Errorf("the web UI's Temporal frontend %q is not host:port: %w", cfg.Frontend, err)
+	}
+	if _, _, err := net.SplitHostPort(cfg.Address); err != nil {
+		return nil, fmt.Errorf("UI address %q is not host:port (for example %s): %w", cfg.Address, DefaultUIAddress, err)
+	}
+	s := &Stack{cfg: Config{UIAddress: cfg.Address, Namespace: cfg.Namespace, CodecEndpoint: cfg.CodecEndpoint, Logger: cfg.Logger}, frontendAddr: cfg.Frontend, uiOnly: true}
+	if err := s.buildUI(); err != nil {
+		return nil, err
+	}
+	if err := portFree(s.uiAddr); err != nil {
+		return nil, fmt.Errorf("the web UI cannot listen on %s: %w (stop what uses it or choose another UI address)", s.uiAddr, err)
+	}
+	s.uiDone = make(chan error, 1)
+	go func() { s.uiDone <- s.ui.Start() }()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := s.waitUI(wctx); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
 }

@@ -95,12 +95,21 @@ func IsPostgresDSN(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
+// DefaultPostgresPoolSize is the most connections one worker's ledger
+// opens, unless its DSN says otherwise (?pool_max_conns=N).
+const DefaultPostgresPoolSize = 8
+
 // OpenPostgres connects to the database at dsn and applies the
 // migrations it lacks.
 func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: the Postgres address is not a valid DSN (write postgres://user@host:5432/dbname): %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// pgx's default grows with the host's cores; a fleet's workers
+		// share one PostgreSQL, whose default is 100 connections.
+		cfg.MaxConns = DefaultPostgresPoolSize
 	}
 	p := &Postgres{desc: logging.RedactDSN(dsn)}
 	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
