@@ -27,7 +27,6 @@ import (
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/devmode"
-	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
@@ -46,8 +45,9 @@ type App struct {
 	Log    *zap.Logger
 	// Client is connected to the namespace the worker serves.
 	Client client.Client
-	// Stack is the embedded dev stack (dev mode only).
-	Stack *devstack.Stack
+	// Stack is the embedded Temporal server and web UI (dev and
+	// server-only modes), or the web UI alone (ui-only mode).
+	Stack Embedded
 	// Sim is the provider simulator (dev mode with the simulator only).
 	Sim    *simulator.Listening
 	Ledger ledger.Ledger
@@ -61,6 +61,9 @@ type App struct {
 	CodecURL string
 	// MetricsURL is the Prometheus endpoint ("" when off).
 	MetricsURL string
+	// HealthURL serves /healthz and /readyz ("" when off; the intake and
+	// the codec server serve them too).
+	HealthURL string
 
 	stopWorkers func()
 	intake      *http.Server
@@ -69,6 +72,9 @@ type App struct {
 	client      atomic.Value // Client, for the metrics endpoint
 	metrics     *metrics.Exporter
 	metricsSrv  *http.Server
+	health      *health
+	healthSrv   *http.Server
+	started     atomic.Bool
 	stopped     bool
 }
 
@@ -78,12 +84,23 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &App{Config: cfg, Log: log}
+	a := &App{Config: cfg, Log: log, health: &health{log: log.Named("health")}}
 	defer func() {
 		if err != nil {
 			_ = a.Stop()
 		}
 	}()
+	a.health.add("started", func(context.Context) error {
+		if !a.started.Load() {
+			return errors.New("the process is still starting")
+		}
+		return nil
+	})
+	if cfg.HealthAddress != Off {
+		if err := a.serveHealth(); err != nil {
+			return nil, err
+		}
+	}
 
 	if cfg.MetricsAddress != Off {
 		if err := a.serveMetrics(); err != nil {
@@ -96,19 +113,15 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 			return nil, err
 		}
 	}
-	if cfg.Dev || cfg.ServerOnly {
-		a.Stack, err = devstack.Start(ctx, devstack.Config{
-			FrontendAddress: cfg.FrontendAddress, UIAddress: cfg.UIAddress, DataDir: cfg.DataDir,
-			Database: cfg.TemporalDB, BroadcastAddress: cfg.BroadcastAddress,
-			SearchAttributes: contract.SearchAttributes(), Logger: log, CodecEndpoint: a.uiCodecEndpoint(),
-		})
+	if cfg.Dev || cfg.ServerOnly || cfg.UIOnly {
+		a.Stack, err = startEmbedded(ctx, cfg, log, a.uiCodecEndpoint())
 		if err != nil {
 			return nil, err
 		}
 		a.Namespace = a.Stack.Namespace()
 		a.uiURL.Store(a.Stack.UIURL())
-		if cfg.ServerOnly {
-			return a, nil
+		if cfg.ServerOnly || cfg.UIOnly {
+			return a, a.startTemporalRole(ctx)
 		}
 		err = a.dial(ctx, clientopts.Settings{Address: a.Stack.FrontendAddress(), Namespace: a.Namespace})
 	} else {
@@ -122,11 +135,16 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		return nil, fmt.Errorf("connect to Temporal: %w", err)
 	}
 	a.client.Store(a.Client)
+	a.health.add("temporal", a.temporalReachable)
 
 	a.Ledger, err = ledger.Open(ctx, cfg.LedgerPath)
 	if err != nil {
 		return nil, err
 	}
+	a.health.add("ledger", func(ctx context.Context) error {
+		_, err := a.Ledger.Now(ctx) // a query of the ledger's own clock
+		return err
+	})
 	log.Info("send ledger", zap.String("ledger", a.Ledger.Describe()), zap.String("identity", a.Ledger.Identity()))
 	if cfg.Codec != nil {
 		log.Info("payloads are encrypted before they reach Temporal", zap.Stringer("codec", cfg.Codec))
@@ -156,7 +174,33 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 			return nil, err
 		}
 	}
+	a.started.Store(true)
 	return a, nil
+}
+
+// startTemporalRole finishes a server-only or ui-only start: a client to
+// the frontend, which readiness asks, and for the UI the UI itself.
+func (a *App) startTemporalRole(ctx context.Context) error {
+	s := clientopts.Settings{Address: a.Stack.FrontendAddress(), Namespace: a.Namespace}
+	if a.Config.UIOnly {
+		s = clientopts.Settings{Env: envconfig.EnvLookupOS, Address: a.Config.UIFrontend, Namespace: a.Namespace}
+	}
+	if err := a.dial(ctx, s); err != nil {
+		return fmt.Errorf("connect to Temporal: %w", err)
+	}
+	a.client.Store(a.Client)
+	a.health.add("temporal", a.temporalReachable)
+	if u := a.Stack.UIURL(); u != "" {
+		a.health.add("web UI", func(ctx context.Context) error { return HealthCheck(ctx, u+"/") })
+	}
+	a.started.Store(true)
+	return nil
+}
+
+// temporalReachable asks the frontend's health service.
+func (a *App) temporalReachable(ctx context.Context) error {
+	_, err := a.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
+	return err
 }
 
 // serveIntake serves the HTTP event intake next to the worker.
@@ -166,7 +210,7 @@ func (a *App) serveIntake() error {
 		return fmt.Errorf("the HTTP intake cannot listen on %s: %w (choose another --intake address, or --intake off)", a.Config.IntakeAddress, err)
 	}
 	h := intake.New(starter.New(a.Client, starter.WithNamespace(a.Namespace)), intake.Config{Secret: a.Config.IntakeSecret, Logger: a.Log.Named("intake")})
-	a.intake = intake.NewServer(h)
+	a.intake = intake.NewServer(a.health.with(h))
 	a.IntakeURL = "http://" + l.Addr().String()
 	serve := func() error { return a.intake.Serve(l) }
 	if a.Config.IntakeTLSCert != "" {
@@ -237,6 +281,9 @@ func (a *App) dial(ctx context.Context, s clientopts.Settings) error {
 // each person who may read payloads adds the token in the UI's codec
 // settings (http://HOST:PORT/TOKEN).
 func (a *App) uiCodecEndpoint() string {
+	if a.Config.UICodecEndpoint != "" {
+		return a.Config.UICodecEndpoint
+	}
 	if a.CodecURL == "" {
 		return ""
 	}
@@ -261,7 +308,7 @@ func (a *App) serveCodec() error {
 		u, _ := a.uiURL.Load().(string)
 		return u != "" && (origin == u || origin == strings.Replace(u, "127.0.0.1", "localhost", 1))
 	}
-	a.codec = &http.Server{Handler: codec.Handler(a.Config.Codec, a.Config.CodecToken, uiOrigin), ReadHeaderTimeout: 10 * time.Second}
+	a.codec = &http.Server{Handler: a.health.with(codec.Handler(a.Config.Codec, a.Config.CodecToken, uiOrigin)), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := a.codec.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.Log.Error("the codec server stopped", zap.Error(err))
@@ -313,9 +360,12 @@ func (a *App) providers() (map[provider.Name]provider.Client, error) {
 func (a *App) Banner() string {
 	var b strings.Builder
 	if a.Stack != nil {
-		if a.Config.ServerOnly {
+		switch {
+		case a.Config.ServerOnly:
 			b.WriteString("smsorch Temporal server is up (no worker in this process)\n")
-		} else {
+		case a.Config.UIOnly:
+			b.WriteString("smsorch web UI is up (no worker in this process)\n")
+		default:
 			b.WriteString("smsorch dev stack is up\n")
 		}
 		if u := a.Stack.UIURL(); u != "" {
@@ -336,6 +386,9 @@ func (a *App) Banner() string {
 	}
 	if a.MetricsURL != "" {
 		fmt.Fprintf(&b, "  Metrics:            %s\n", a.MetricsURL)
+	}
+	if a.HealthURL != "" {
+		fmt.Fprintf(&b, "  Health:             %s/healthz, %s/readyz\n", a.HealthURL, a.HealthURL)
 	}
 	if a.IntakeURL != "" {
 		signed := "unsigned requests accepted"
@@ -369,6 +422,7 @@ func (a *App) Stop() error {
 		return nil
 	}
 	a.stopped = true
+	a.health.draining.Store(true)
 	var errs []error
 	// The intake stops accepting while the workers stop taking tasks: in
 	// parallel, so the whole stop stays within StopTimeout (compose's
@@ -413,6 +467,11 @@ func (a *App) Stop() error {
 	}
 	if a.Stack != nil {
 		errs = append(errs, a.Stack.Stop())
+	}
+	if a.healthSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, a.healthSrv.Shutdown(ctx))
+		cancel()
 	}
 	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"flag"
 	"io"
 	"math"
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -90,17 +92,115 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 		{Config{Sendy: SendyConfig{BaseURL: "https://sendy"}}, "SENDY_TOKEN is empty"},
 		{Config{Dev: true, SimulatorAddress: Off}, "no provider is configured"},
 		{Config{Dev: true, AttemptTimeout: 4 * time.Hour}, "leaves no room for one 4h0m0s attempt"},
-		{Config{Dev: true, ServerOnly: true}, "--server-only and --dev exclude each other"},
+		{Config{Dev: true, ServerOnly: true}, "--dev, --server-only and --ui-only exclude each other"},
 		{Config{Dev: true, IntakeTLSCert: "cert.pem"}, "go together"},
 		{Config{Dev: true, IntakeTLSCert: "no-such.pem", IntakeTLSKey: "no-such.key"}, "do not load"},
 		{Config{Dev: true, CodecServerAddress: "127.0.0.1:8234"}, "has no keys to decode with"},
 		{Config{Dev: true, CodecServerAddress: "0.0.0.0:8234"}, "listens on loopback only"},
 		{Config{TemporalDB: "postgres://postgres@127.0.0.1/temporal", Sendy: SendyConfig{BaseURL: "https://sendy", Token: "t"}, IntakeAddress: Off}, "use it with --dev or --server-only"},
+		{Config{Dev: true, UIOnly: true}, "--dev, --server-only and --ui-only exclude each other"},
+		{Config{UIOnly: true, UIAddress: Off}, "--ui-only serves the web UI"},
+		{Config{UIOnly: true, UIFrontend: "temporal"}, "is not HOST:PORT: set TEMPORAL_ADDRESS"},
+		{Config{Dev: true, HealthAddress: "0.0.0.0:8090"}, "the health endpoints listen on loopback only"},
+		{Config{Dev: true, CodecServerAddress: "0.0.0.0:8234"}, "pass --codec-server-in-container"},
 	} {
 		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want)
 	}
 	require.NoError(t, Config{Dev: true}.WithDefaults().Validate(), "dev mode needs nothing else")
 	require.NoError(t, Config{ServerOnly: true, TemporalDB: "postgres://postgres@127.0.0.1/temporal"}.WithDefaults().Validate(), "a server needs no provider")
+	ring, err := codec.ParseKeys(mustKey(t))
+	require.NoError(t, err)
+	require.NoError(t, Config{UIOnly: true, UIAddress: "0.0.0.0:8233", UIFrontend: "temporal:7233", CodecServerAddress: "0.0.0.0:8234", CodecServerInContainer: true,
+		Codec: ring, CodecToken: "t0ken", HealthAddress: "127.0.0.1:8090"}.WithDefaults().Validate(), "the compose UI: a codec server on a container's interfaces, asked for")
+}
+
+func mustKey(t *testing.T) string {
+	t.Helper()
+	k, err := codec.NewKey("test-1")
+	require.NoError(t, err)
+	return k
+}
+
+// /readyz names what is not ready and keeps the reasons for the log;
+// a stopping process is not ready; /healthz answers while it serves.
+func TestReadinessNamesWhatFailsAndDrains(t *testing.T) {
+	t.Parallel()
+	h := &health{log: zap.NewNop()}
+	var ledgerUp atomic.Bool
+	h.add("temporal", func(context.Context) error { return nil })
+	h.add("ledger", func(context.Context) error {
+		if ledgerUp.Load() {
+			return nil
+		}
+		return errors.New("dial tcp 10.0.0.9:5432: connection refused")
+	})
+	srv := httptest.NewServer(h.with(http.NotFoundHandler()))
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("/healthz")
+	require.Equal(t, http.StatusOK, code)
+	code, body = get("/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "not ready: ledger")
+	require.NotContains(t, body, "10.0.0.9", "the reason goes to the log, not to whoever asks")
+	ledgerUp.Store(true)
+	code, body = get("/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code, "an answer is kept for a second: %s", body)
+	require.Eventually(t, func() bool { code, body = get("/readyz"); return code == http.StatusOK }, 5*time.Second, 100*time.Millisecond)
+	require.Equal(t, "ready\n", body)
+	h.draining.Store(true)
+	code, body = get("/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "stopping")
+	code, _ = get("/healthz")
+	require.Equal(t, http.StatusOK, code, "alive while it stops")
+	code, _ = get("/other")
+	require.Equal(t, http.StatusNotFound, code, "the rest goes to the handler it wraps")
+	require.NoError(t, HealthCheck(context.Background(), srv.URL+"/healthz"))
+	require.ErrorContains(t, HealthCheck(context.Background(), srv.URL+"/readyz"), "503 Service Unavailable: not ready: stopping")
+}
+
+// --ui-only serves the web UI and the codec server for a Temporal that
+// runs elsewhere; it is ready while that Temporal answers, and says so
+// when it does not.
+func TestAUIOnlyProcessServesTheUIOfAnotherTemporal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: t.TempDir(), Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer func() { _ = cluster.Stop() }()
+	ring, err := codec.ParseKeys(mustKey(t))
+	require.NoError(t, err)
+	a, err := Start(ctx, Config{
+		UIOnly: true, UIFrontend: cluster.FrontendAddress(), UIAddress: "127.0.0.1:0", HealthAddress: "127.0.0.1:0",
+		Codec: ring, CodecToken: "codec-t0ken", CodecServerAddress: "127.0.0.1:0", UICodecEndpoint: "http://127.0.0.1:8234",
+	}, zap.NewNop())
+	require.NoError(t, err)
+	defer func() { _ = a.Stop() }()
+	require.Contains(t, a.Banner(), "smsorch web UI is up (no worker in this process)")
+	require.Contains(t, a.Banner(), "Temporal frontend:  "+cluster.FrontendAddress())
+	require.NoError(t, HealthCheck(ctx, a.HealthURL+"/readyz"))
+	require.NoError(t, HealthCheck(ctx, a.CodecURL+"/readyz"), "the codec server answers it too")
+	require.NoError(t, HealthCheck(ctx, a.Stack.UIURL()+"/"))
+	settings, err := http.Get(a.Stack.UIURL() + "/api/v1/settings")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(settings.Body)
+	_ = settings.Body.Close()
+	require.Contains(t, string(b), "http://127.0.0.1:8234", "the UI tells browsers the codec endpoint as they reach it")
+	require.NotContains(t, string(b), "codec-t0ken")
+
+	require.NoError(t, cluster.Stop())
+	require.Eventually(t, func() bool {
+		err := HealthCheck(ctx, a.HealthURL+"/readyz")
+		return err != nil && strings.Contains(err.Error(), "not ready: temporal")
+	}, 20*time.Second, 200*time.Millisecond, "not ready once its Temporal is gone")
+	require.NoError(t, HealthCheck(ctx, a.HealthURL+"/healthz"), "but alive")
 }
 
 // An intake that anyone who reaches it could use to send SMS is refused.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/devstack/defaults"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
@@ -64,6 +64,17 @@ type Config struct {
 	// nothing else: no worker, no ledger, no intake. On a PostgreSQL
 	// TemporalDB, several such processes form one cluster.
 	ServerOnly bool
+	// UIOnly serves the Temporal web UI (and, when configured, the codec
+	// server) for a Temporal that runs elsewhere: UIFrontend.
+	UIOnly bool
+	// UIFrontend is the frontend a ui-only UI talks to; default the first
+	// address of $TEMPORAL_ADDRESS, else 127.0.0.1:7233.
+	UIFrontend string
+	// UICodecEndpoint is the codec server's URL as the people who use the
+	// web UI reach it from their browsers (http://127.0.0.1:8234 when a
+	// container publishes it there); default the codec server's own
+	// address.
+	UICodecEndpoint string
 	// TemporalDB is the embedded server's database (dev and server-only
 	// modes): a postgres:// DSN, or "" for a SQLite file in DataDir.
 	// Default $SMSORCH_TEMPORAL_DB.
@@ -115,6 +126,15 @@ type Config struct {
 	// CodecUIOrigins are the web UI origins (http://ui.internal:8080)
 	// whose pages may call the codec server, besides the embedded UI.
 	CodecUIOrigins []string
+	// CodecServerInContainer lets the codec server's plain HTTP listen on
+	// a container's every interface, for a port the host publishes on
+	// its loopback only.
+	CodecServerInContainer bool
+	// HealthAddress serves /healthz and /readyz on loopback (what a
+	// container's health check asks with `worker healthcheck URL`);
+	// "off" (the default) for none. The intake and the codec server
+	// serve them too.
+	HealthAddress string
 	// CodecToken is the codec server's bearer token (SMSORCH_CODEC_TOKEN).
 	CodecToken logging.Secret
 	codecErr   error
@@ -150,6 +170,8 @@ type Config struct {
 	LogLevel string
 
 	envLedger, envTemporalDB string // $SMSORCH_LEDGER and $SMSORCH_TEMPORAL_DB, read by RegisterFlags
+	envTemporalAddress       string // $TEMPORAL_ADDRESS, for UIFrontend
+	envTemporalNamespace     string // $TEMPORAL_NAMESPACE
 }
 
 // BirdConfig is Bird's connection; AccessKey comes from BIRD_ACCESS_KEY.
@@ -171,9 +193,9 @@ func (c Config) WithDefaults() Config {
 			*s = v
 		}
 	}
-	def(&c.DataDir, devstack.DefaultDataDir)
-	def(&c.FrontendAddress, devstack.DefaultFrontendAddress)
-	def(&c.UIAddress, devstack.DefaultUIAddress)
+	def(&c.DataDir, defaults.DataDir)
+	def(&c.FrontendAddress, defaults.FrontendAddress)
+	def(&c.UIAddress, defaults.UIAddress)
 	def(&c.SimulatorAddress, DefaultSimulatorAddress)
 	def(&c.IntakeAddress, DefaultIntakeAddress)
 	if c.Dev && c.Codec != nil && c.CodecToken != "" {
@@ -181,6 +203,12 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.CodecServerAddress, Off)
 	def(&c.MetricsAddress, Off)
+	def(&c.HealthAddress, Off)
+	if c.UIOnly {
+		first, _, _ := strings.Cut(c.envTemporalAddress, ",")
+		def(&c.UIFrontend, strings.TrimSpace(first))
+		def(&c.UIFrontend, defaults.FrontendAddress)
+	}
 	if c.Dev || c.ServerOnly {
 		// Only the embedded server reads it: a worker beside one, in the
 		// same environment, connects through TEMPORAL_ADDRESS.
@@ -226,13 +254,33 @@ func (c Config) Tuning() Tuning {
 
 // Validate reports a broken configuration before anything starts.
 func (c Config) Validate() error {
-	if c.ServerOnly {
-		if c.Dev {
-			return errors.New("--server-only and --dev exclude each other: --dev runs everything in one process, --server-only only the Temporal server")
+	roles := 0
+	for _, on := range []bool{c.Dev, c.ServerOnly, c.UIOnly} {
+		if on {
+			roles++
 		}
-		return c.validateCodec() // the dev stack checks its own settings
 	}
-	errs := []error{c.validateCodec()}
+	if roles > 1 {
+		return errors.New("--dev, --server-only and --ui-only exclude each other: --dev runs everything in one process, --server-only only the Temporal server, --ui-only only the web UI (and the codec server)")
+	}
+	if roles == 1 && !embeddedBuilt {
+		return errors.New(noEmbedded)
+	}
+	if c.ServerOnly {
+		// The dev stack checks its own settings.
+		return errors.Join(c.validateCodec(), c.validateHealth())
+	}
+	if c.UIOnly {
+		var errs []error
+		if c.UIAddress == Off {
+			errs = append(errs, errors.New("--ui-only serves the web UI: give its address with --ui, like 0.0.0.0:8233 in a container"))
+		}
+		if _, _, err := net.SplitHostPort(c.UIFrontend); err != nil {
+			errs = append(errs, fmt.Errorf("the web UI's Temporal frontend %q is not HOST:PORT: set TEMPORAL_ADDRESS like temporal:7233", c.UIFrontend))
+		}
+		return errors.Join(append(errs, c.validateCodec(), c.validateHealth())...)
+	}
+	errs := []error{c.validateCodec(), c.validateHealth()}
 	if !c.Dev && c.Codec == nil && c.codecErr == nil && !c.PlaintextPayloads {
 		errs = append(errs, fmt.Errorf("outside dev mode recipients and texts are encrypted before they reach Temporal: set %s (make a key with `smsctl codec-key`) or %s, or pass --plaintext-payloads to keep them in plain text", codec.EnvKeys, codec.EnvKeyFile))
 	}
@@ -276,9 +324,9 @@ func (c Config) validateCodec() error {
 	if err != nil {
 		return fmt.Errorf("--codec-server %q is not HOST:PORT: write it like %s, or off", c.CodecServerAddress, DefaultCodecAddress)
 	}
-	if !loopback(host) {
+	if !loopback(host) && !c.CodecServerInContainer {
 		// Plain HTTP: the token and the decrypted numbers would cross the network.
-		return fmt.Errorf("--codec-server %s: the codec server speaks plain HTTP, so it listens on loopback only (127.0.0.1); put a TLS proxy in front of it for other hosts", c.CodecServerAddress)
+		return fmt.Errorf("--codec-server %s: the codec server speaks plain HTTP, so it listens on loopback only (127.0.0.1); put a TLS proxy in front of it for other hosts, or, in a container whose port the host publishes on its loopback only, pass --codec-server-in-container", c.CodecServerAddress)
 	}
 	if c.Codec == nil {
 		return fmt.Errorf("--codec-server %s has no keys to decode with: set %s or %s", c.CodecServerAddress, codec.EnvKeys, codec.EnvKeyFile)
@@ -288,6 +336,26 @@ func (c Config) validateCodec() error {
 	}
 	return nil
 }
+
+// validateHealth keeps the health endpoints on loopback: a container's
+// health check runs inside it (`worker healthcheck URL`).
+func (c Config) validateHealth() error {
+	if c.HealthAddress == Off || c.HealthAddress == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.HealthAddress)
+	if err != nil {
+		return fmt.Errorf("--health %q is not HOST:PORT: write it like 127.0.0.1:8090, or off", c.HealthAddress)
+	}
+	if !loopback(host) {
+		return fmt.Errorf("--health %s: the health endpoints listen on loopback only (127.0.0.1); a container's health check, or a Kubernetes exec probe, runs `worker healthcheck http://127.0.0.1:PORT/readyz` inside it", c.HealthAddress)
+	}
+	return nil
+}
+
+// noEmbedded explains a role this binary cannot take.
+const noEmbedded = "this worker was built without the embedded Temporal server and web UI (-tags nodevstack), so it cannot run --dev, --server-only or --ui-only: " +
+	"use the image's smsorch-temporal binary for those roles, or `go run ./worker --dev` from the source"
 
 // validateIntake refuses an intake that anyone who reaches it could use
 // to send SMS: unsigned on a non-loopback address in any mode, and
@@ -333,11 +401,15 @@ func (c Config) simulated() bool { return c.Dev && c.SimulatorAddress != Off }
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Dev, "dev", false, "run everything in this process: Temporal with the web UI, the provider simulator and the ledger, under --data-dir")
 	fs.BoolVar(&c.ServerOnly, "server-only", false, "run only the embedded Temporal server (and web UI unless --ui off); on a postgres:// --temporal-db, several such processes are one cluster")
-	fs.StringVar(&c.TemporalDB, "temporal-db", "", "the embedded Temporal server's database (--dev, --server-only): postgres://user@host/db (db and db"+devstack.VisibilitySuffix+", created and migrated at start); default $"+EnvTemporalDB+", else a SQLite file in --data-dir")
+	fs.BoolVar(&c.UIOnly, "ui-only", false, "serve only the Temporal web UI (--ui) for the Temporal at $TEMPORAL_ADDRESS, and the codec server when --codec-server is given")
+	fs.StringVar(&c.UICodecEndpoint, "ui-codec-endpoint", "", "the codec server's URL as the web UI's users reach it from their browsers (default the codec server's own address)")
+	fs.BoolVar(&c.CodecServerInContainer, "codec-server-in-container", false, "let the codec server's plain HTTP listen on every interface of a container whose port the host publishes on its loopback only")
+	fs.StringVar(&c.HealthAddress, "health", Off, `serve /healthz and /readyz on this loopback address (for `+"`worker healthcheck URL`"+`), or "off"; the intake and the codec server serve them too`)
+	fs.StringVar(&c.TemporalDB, "temporal-db", "", "the embedded Temporal server's database (--dev, --server-only): postgres://user@host/db (db and db"+defaults.VisibilitySuffix+", created and migrated at start); default $"+EnvTemporalDB+", else a SQLite file in --data-dir")
 	fs.StringVar(&c.BroadcastAddress, "broadcast-address", "", "with a postgres:// --temporal-db: the IP the other servers of the cluster reach this one on (default the --frontend host)")
-	fs.StringVar(&c.DataDir, "data-dir", devstack.DefaultDataDir, "dev-mode state directory (Temporal's SQLite file, the ledger)")
-	fs.StringVar(&c.FrontendAddress, "frontend", devstack.DefaultFrontendAddress, "dev and server-only modes: the Temporal frontend address")
-	fs.StringVar(&c.UIAddress, "ui", devstack.DefaultUIAddress, `dev and server-only modes: the Temporal web UI address, or "off"`)
+	fs.StringVar(&c.DataDir, "data-dir", defaults.DataDir, "dev-mode state directory (Temporal's SQLite file, the ledger)")
+	fs.StringVar(&c.FrontendAddress, "frontend", defaults.FrontendAddress, "dev and server-only modes: the Temporal frontend address")
+	fs.StringVar(&c.UIAddress, "ui", defaults.UIAddress, `dev, server-only and ui-only modes: the Temporal web UI address, or "off"`)
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
 	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
@@ -418,4 +490,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Codec, c.codecErr = codec.FromEnv(os.Getenv)
 	c.CodecToken = logging.Secret(os.Getenv(codec.EnvToken))
 	c.envTemporalDB = os.Getenv(EnvTemporalDB)
+	c.envTemporalAddress = os.Getenv("TEMPORAL_ADDRESS")
+	c.envTemporalNamespace = os.Getenv("TEMPORAL_NAMESPACE")
+}
+
+// uiNamespace is the namespace a ui-only UI opens.
+func (c Config) uiNamespace() string {
+	if c.envTemporalNamespace != "" {
+		return c.envTemporalNamespace
+	}
+	return "default"
 }

@@ -1,5 +1,7 @@
 // Command smssim runs the provider simulator: Bird and Sendy on one
-// address, with the /_sim/ admin API. See the simulator package.
+// address, with the /_sim/ admin API. See the simulator package. The
+// credentials it accepts come from --bird-access-key and --sendy-token,
+// else BIRD_ACCESS_KEY and SENDY_TOKEN, else the dev defaults.
 package main
 
 import (
@@ -29,6 +31,16 @@ func run() error {
 	logFormat := flag.String("log-format", "console", "log format: console or json")
 	cfg.RegisterFlags(flag.CommandLine, "", &faults)
 	flag.Parse()
+	// The credentials it accepts may come from the environment, as the
+	// workers' do, so they stay off the process list.
+	given := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if v := os.Getenv("BIRD_ACCESS_KEY"); v != "" && !given["bird-access-key"] {
+		cfg.BirdAccessKey = v
+	}
+	if v := os.Getenv("SENDY_TOKEN"); v != "" && !given["sendy-token"] {
+		cfg.SendyToken = v
+	}
 
 	log, err := logging.New(logging.Options{Format: logging.Format(*logFormat)})
 	if err != nil {

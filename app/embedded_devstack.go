@@ -1,0 +1,39 @@
+//go:build !nodevstack
+
+package app
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/devstack"
+)
+
+// embeddedBuilt says this binary holds the embedded server and web UI.
+const embeddedBuilt = true
+
+// startEmbedded starts the embedded Temporal server and web UI (dev and
+// server-only modes) or the web UI alone (ui-only mode).
+func startEmbedded(ctx context.Context, cfg Config, log *zap.Logger, codecEndpoint string) (Embedded, error) {
+	if cfg.UIOnly {
+		s, err := devstack.StartUI(ctx, devstack.UIConfig{
+			Address: cfg.UIAddress, Frontend: cfg.UIFrontend, Namespace: cfg.uiNamespace(),
+			CodecEndpoint: codecEndpoint, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	s, err := devstack.Start(ctx, devstack.Config{
+		FrontendAddress: cfg.FrontendAddress, UIAddress: cfg.UIAddress, DataDir: cfg.DataDir,
+		Database: cfg.TemporalDB, BroadcastAddress: cfg.BroadcastAddress,
+		SearchAttributes: contract.SearchAttributes(), Logger: log, CodecEndpoint: codecEndpoint,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
