@@ -68,7 +68,7 @@ func (s *stack) up(ctx context.Context) error {
 		s.dbs = append(s.dbs, s.ledger)
 	}
 	log := filepath.Join(s.dir, "server.log")
-	if s.server, err = procs.Start("server", s.cfg.Bins.Worker, args, env, log); err != nil {
+	if s.server, err = procs.Start("server", s.cfg.Bins.Server, args, env, log); err != nil {
 		return err
 	}
 	if err := procs.WaitTemporal(ctx, s.server, s.frontend, 3*time.Minute); err != nil {

@@ -39,7 +39,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Postgres, "postgres", "", "keep the worker's ledger on this PostgreSQL server (a fresh database per drill), e.g. postgres://postgres@127.0.0.1:5432/postgres")
 	dir := fs.String("dir", "", "working directory for state and logs (default: a new temporary directory, kept on failure)")
 	jsonOut := fs.String("json", "", "also write the summaries and every event's outcome as JSON to this file")
-	workerBin := fs.String("worker-bin", "", "a built worker binary (default: go build ./worker)")
+	workerBin := fs.String("worker-bin", "", "a built worker binary (default: go build -tags nodevstack ./worker, the image's)")
+	serverBin := fs.String("server-bin", "", "a built binary with the embedded Temporal, for the servers and --dev (default -worker-bin when given, else go build ./worker)")
 	simBin := fs.String("sim-bin", "", "a built simulator binary (default: go build ./cmd/smssim)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -63,7 +64,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Kills = -1 // Config's zero means the default; -kills 0 means none
 	}
 	cfg.Progress = stderr
-	if cfg.Bins, err = procs.Ensure(ctx, procs.Binaries{Worker: *workerBin, Simulator: *simBin}, filepath.Join(*dir, "bin"), stderr); err != nil {
+	if cfg.Bins, err = procs.Ensure(ctx, procs.Binaries{Worker: *workerBin, Server: *serverBin, Simulator: *simBin}, filepath.Join(*dir, "bin"), stderr); err != nil {
 		fmt.Fprintln(stderr, "smsdrill:", err)
 		return 1
 	}

@@ -103,7 +103,7 @@ func (d *drill) startProcesses(ctx context.Context) error {
 func (d *drill) startServer(ctx context.Context, i int) error {
 	name := fmt.Sprintf("server-%d", i+1)
 	// The database through the environment, as a password would be.
-	p, err := procs.Start(name, d.cfg.Bins.Worker, []string{
+	p, err := procs.Start(name, d.cfg.Bins.Server, []string{
 		"--server-only", "--frontend", d.frontends[i], "--ui", "off", "--log-format", "json",
 	}, []string{app.EnvTemporalDB + "=" + d.temporalDB}, filepath.Join(d.cfg.Dir, name+".log"))
 	if err != nil {
@@ -159,7 +159,11 @@ func (d *drill) startWorker(ctx context.Context, i int) error {
 		env = append(env, "TEMPORAL_ADDRESS="+strings.Join(d.frontends, ","), "TEMPORAL_NAMESPACE="+client.DefaultNamespace)
 	}
 	log := filepath.Join(d.cfg.Dir, name+".log")
-	p, err := procs.Start(name, d.cfg.Bins.Worker, d.workerArgs(i), env, log)
+	bin := d.cfg.Bins.Worker
+	if !d.cfg.Cluster {
+		bin = d.cfg.Bins.Server // --dev: Temporal inside
+	}
+	p, err := procs.Start(name, bin, d.workerArgs(i), env, log)
 	if err != nil {
 		return err
 	}

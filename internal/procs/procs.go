@@ -28,28 +28,42 @@ import (
 	"github.com/acme/smsorch/devstack"
 )
 
-// Binaries are the programs run as separate processes.
+// Binaries are the programs run as separate processes: the production
+// worker (built with -tags nodevstack, as the image's worker is), the
+// same program with the embedded Temporal server and web UI (for
+// --server-only and --dev), and the simulator.
 type Binaries struct {
-	Worker, Simulator string
+	Worker, Server, Simulator string
 }
 
-// Build compiles the worker and the simulator from the module at root
-// into dir, so a drill or a benchmark exercises the very programs a user runs.
+// Build compiles the three programs from the module at root into dir, so
+// a drill or a benchmark exercises the very programs a user runs.
 func Build(ctx context.Context, root, dir string, log io.Writer) (Binaries, error) {
-	b := Binaries{Worker: filepath.Join(dir, "worker"), Simulator: filepath.Join(dir, "smssim")}
-	for _, p := range []struct{ out, pkg string }{{b.Worker, "./worker"}, {b.Simulator, "./cmd/smssim"}} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", p.out, p.pkg)
+	b := Binaries{Worker: filepath.Join(dir, "worker"), Server: filepath.Join(dir, "smsorch-temporal"), Simulator: filepath.Join(dir, "smssim")}
+	for _, p := range []struct {
+		out  string
+		args []string
+	}{
+		{b.Worker, []string{"-tags", "nodevstack", "./worker"}},
+		{b.Server, []string{"./worker"}},
+		{b.Simulator, []string{"./cmd/smssim"}},
+	} {
+		cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", p.out}, p.args...)...)
 		cmd.Dir, cmd.Stdout, cmd.Stderr = root, log, log
 		if err := cmd.Run(); err != nil {
-			return b, fmt.Errorf("build %s in %s: %w (run it from the repository, or give -worker-bin and -sim-bin)", p.pkg, root, err)
+			return b, fmt.Errorf("build %s in %s: %w (run it from the repository, or give -worker-bin, -server-bin and -sim-bin)", p.args[len(p.args)-1], root, err)
 		}
 	}
 	return b, nil
 }
 
-// Ensure returns bins when both programs are given, or builds both from
-// the module around the working directory into dir.
+// Ensure returns bins when the programs are given (a worker built with
+// the embedded server serves as the server too), or builds them from the
+// module around the working directory into dir.
 func Ensure(ctx context.Context, bins Binaries, dir string, log io.Writer) (Binaries, error) {
+	if bins.Server == "" {
+		bins.Server = bins.Worker
+	}
 	if bins.Worker != "" && bins.Simulator != "" {
 		return bins, nil
 	}
@@ -57,7 +71,7 @@ func Ensure(ctx context.Context, bins Binaries, dir string, log io.Writer) (Bina
 	if err != nil {
 		return bins, err
 	}
-	fmt.Fprintf(log, "building the worker and the simulator into %s\n", dir)
+	fmt.Fprintf(log, "building the worker, the server and the simulator into %s\n", dir)
 	return Build(ctx, root, dir, log)
 }
 
