@@ -1,0 +1,338 @@
+package compose
+
+// docker-compose.yml checked against the code, without Docker: the
+// Temporal it runs is the one go.mod builds and CI tests; the image is
+// built as the file expects; every variable our services set is one the
+// code reads; no secret is written in the file or the example; only the
+// intake is published beyond loopback; every command line parses with
+// the real flags and passes Validate; each store's connection pool fits
+// PostgreSQL's default at the file's replica counts. The rehearsal
+// (rehearsal_test.go) then starts it.
+
+import (
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/ledger"
+)
+
+var composePath = filepath.Join("..", "docker-compose.yml")
+
+// secrets are the values .env.example leaves for the user to make.
+var secrets = []string{"POSTGRES_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret, app.EnvBirdAccessKey, app.EnvSendyToken}
+
+// userEnv is .env.example with each secret filled in, as a user's .env.
+func userEnv(t *testing.T) map[string]string {
+	t.Helper()
+	env, err := ReadEnv(filepath.Join("..", ".env.example"))
+	require.NoError(t, err)
+	key, err := codec.NewKey("test")
+	require.NoError(t, err)
+	for _, k := range secrets {
+		env[k] = "a-secret-made-for-the-test-0123456789abcdef"
+	}
+	env[codec.EnvKeys] = key
+	env["BIRD_URL"], env["BIRD_WORKSPACE"], env["BIRD_CHANNEL"], env["SENDY_URL"] = "http://simulator:8299", "dev-workspace", "dev-sms-channel", "http://simulator:8299"
+	return env
+}
+
+// moduleVersion is the version of a module go.mod builds.
+func moduleVersion(t *testing.T, path string) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", path).Output()
+	require.NoError(t, err, "go list -m %s", path)
+	return strings.TrimSpace(string(out))
+}
+
+// The compose stack's Temporal server and web UI are the ones go.mod
+// builds into smsorch-temporal, which every test, drill and benchmark
+// runs: the services run that binary of our image, and what the file
+// says of the versions is go.mod's. An official temporalio image, if one
+// came back, must carry go.mod's version in its tag.
+func TestComposeRunsTheTemporalThatCITests(t *testing.T) {
+	f, err := Read(composePath)
+	require.NoError(t, err)
+	raw, err := os.ReadFile(composePath)
+	require.NoError(t, err)
+	server := moduleVersion(t, "go.temporal.io/server")
+	ui := moduleVersion(t, "github.com/temporalio/ui-server/v2")
+	for _, name := range []string{"temporal", "temporal-ui"} {
+		s := f.Services[name]
+		require.Equal(t, ourImage, s.Image, "%s runs the project's image", name)
+		require.Equal(t, "smsorch-temporal", s.Command[0], "%s runs the binary with the embedded Temporal", name)
+	}
+	require.Contains(t, f.Services["temporal"].Command, "--server-only")
+	require.Contains(t, f.Services["temporal-ui"].Command, "--ui-only")
+	require.Contains(t, string(raw), "Temporal server processes ("+server+")", "the file names the server version go.mod builds")
+	require.Contains(t, string(raw), "Temporal web UI ("+ui+")", "the file names the UI version go.mod builds")
+	official := regexp.MustCompile(`temporalio/(server|ui|auto-setup|admin-tools):v?([^\s"']+)`)
+	for _, m := range official.FindAllStringSubmatch(string(raw), -1) {
+		want := strings.TrimPrefix(server, "v")
+		if m[1] == "ui" {
+			want = strings.TrimPrefix(ui, "v")
+		}
+		require.True(t, strings.HasPrefix(m[2], want), "%s: go.mod and CI run %s", m[0], want)
+	}
+	df, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	require.NoError(t, err)
+	require.Contains(t, string(df), "-o /out/smsorch-temporal ./worker")
+	require.Regexp(t, `(?m)^RUN .*-tags nodevstack -o /out/worker ./worker$`, string(df), "the worker the stack runs has no embedded server")
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(readme), "server "+server), "the README names the server version %s", server)
+	require.True(t, strings.Contains(string(readme), "UI "+ui), "the README names the UI version %s", ui)
+}
+
+// The image: the Go that CI runs, a current distroless base without a
+// shell, a user other than root.
+func TestTheImageIsSmallCurrentAndNotRoot(t *testing.T) {
+	df, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	require.NoError(t, err)
+	gomod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	require.NoError(t, err)
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(gomod)
+	require.NotNil(t, goVersion)
+	require.Contains(t, string(df), "FROM golang:"+string(goVersion[1])+" AS build", "the image builds with go.mod's Go, as CI does")
+	require.Contains(t, string(df), "FROM gcr.io/distroless/static-debian13:nonroot", "distroless on Debian 13 (static: the binaries need no libc)")
+	require.Regexp(t, `(?m)^USER 65532:65532$`, string(df), "distroless's nonroot user")
+	require.Contains(t, string(df), "CGO_ENABLED=0", "static binaries")
+	for _, pkg := range regexp.MustCompile(`-o /out/\S+ (\./\S*)`).FindAllStringSubmatch(string(df), -1) {
+		_, err := os.Stat(filepath.Join("..", pkg[1]))
+		require.NoError(t, err, pkg[1])
+	}
+}
+
+// The worker the stack runs does not link the Temporal server or the
+// web UI: built with -tags nodevstack it has neither.
+func TestTheProductionWorkerHasNoEmbeddedTemporal(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-tags", "nodevstack", "../worker").Output()
+	require.NoError(t, err)
+	for _, dep := range strings.Fields(string(out)) {
+		require.False(t, strings.HasPrefix(dep, "go.temporal.io/server"), "the production worker links %s", dep)
+		require.False(t, strings.HasPrefix(dep, "github.com/temporalio/ui-server"), "the production worker links %s", dep)
+		require.NotEqual(t, "github.com/acme/smsorch/devstack", dep)
+	}
+	full, err := exec.Command("go", "list", "-deps", "../worker").Output()
+	require.NoError(t, err)
+	require.Contains(t, string(full), "go.temporal.io/server/temporal\n", "without the tag, the same program runs the embedded server")
+}
+
+func TestComposeFileMatchesTheCode(t *testing.T) {
+	raw, err := Read(composePath)
+	require.NoError(t, err)
+	env := userEnv(t)
+	f, err := Load(composePath, env)
+	require.NoError(t, err)
+	for _, name := range []string{"postgres", "temporal", "temporal-ui", "simulator", "worker", "intake"} {
+		require.Contains(t, f.Services, name)
+	}
+	require.Equal(t, 2, f.Services["temporal"].Replicas(), "two Temporal servers, one cluster")
+	require.Equal(t, 2, f.Services["worker"].Replicas(), "two worker replicas")
+	var ours, builders []string
+	for name, s := range f.Services {
+		if s.Image == ourImage {
+			ours = append(ours, name)
+			if s.Build != nil {
+				require.Equal(t, ".", s.Build, "%s builds from the repository", name)
+				builders = append(builders, name)
+			}
+			require.Equal(t, "never", s.PullPolicy, "%s: the image is built here, never pulled", name)
+		}
+	}
+	require.Equal(t, []string{"temporal"}, builders, "one service builds the image: five builds of one tag at once collide")
+
+	t.Run("a missing secret stops compose with its name", func(t *testing.T) {
+		example, err := ReadEnv(filepath.Join("..", ".env.example"))
+		require.NoError(t, err)
+		for _, k := range secrets {
+			require.Contains(t, example, k)
+			require.Empty(t, example[k], ".env.example must not hold a value for %s that would work", k)
+		}
+		_, err = Load(composePath, example)
+		for _, k := range []string{"POSTGRES_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret} {
+			require.ErrorContains(t, err, k+" is required: set "+k+" in .env", "`docker compose up` with the example as it is stops at %s, naming it", k)
+		}
+		// A provider left out (its URL and secret empty) is no error of
+		// the file's: the workers say what is missing at start.
+		for _, k := range []string{"BIRD_URL", "BIRD_WORKSPACE", "BIRD_CHANNEL", app.EnvBirdAccessKey} {
+			example[k] = ""
+		}
+		for _, k := range []string{"POSTGRES_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret} {
+			example[k] = "made"
+		}
+		_, err = Load(composePath, example)
+		require.NoError(t, err, "a stack with Sendy only")
+		text, err := os.ReadFile(composePath)
+		require.NoError(t, err)
+		for _, k := range secrets {
+			require.NotRegexp(t, `(?m)^\s+`+k+`: [^$]`, string(text), "%s's value comes from .env, never the file", k)
+		}
+		ignore, err := os.ReadFile(filepath.Join("..", ".gitignore"))
+		require.NoError(t, err)
+		require.Contains(t, string(ignore), "/.env", ".env is git-ignored")
+	})
+
+	t.Run("every variable our services set is read", func(t *testing.T) {
+		read := variablesTheCodeReads(t)
+		for _, name := range ours {
+			for k := range f.Services[name].Environment {
+				require.True(t, read[k], "%s sets %s, which no code reads", name, k)
+			}
+		}
+		for _, name := range []string{"worker", "intake"} {
+			e := f.Services[name].Environment
+			require.True(t, ledger.IsPostgresDSN(e[app.EnvLedger]), "%s: the replicas share the PostgreSQL ledger", name)
+			require.NotEmpty(t, e["TEMPORAL_ADDRESS"])
+			require.NotEmpty(t, e[codec.EnvKeys], "%s seals payloads", name)
+		}
+		require.NotEmpty(t, f.Services["intake"].Environment[app.EnvIntakeSecret], "the intake is published: it must require signatures")
+	})
+
+	t.Run("only the signed intake is published beyond loopback", func(t *testing.T) {
+		seen := map[string]string{}
+		for name, s := range f.Services {
+			for _, p := range s.Ports {
+				parts := strings.Split(p, ":")
+				require.GreaterOrEqual(t, len(parts), 2, "%s: publish as [IP:]HOST:CONTAINER, got %q", name, p)
+				host := strings.Join(parts[:len(parts)-1], ":")
+				if name != "intake" {
+					require.True(t, strings.HasPrefix(host, "127.0.0.1:"), "%s publishes %q: on the host's loopback only", name, p)
+				}
+				prev, dup := seen[host]
+				require.False(t, dup, "%s and %s both publish %s", prev, name, host)
+				seen[host] = name
+			}
+		}
+		for _, name := range []string{"postgres", "temporal", "worker", "simulator"} {
+			require.Empty(t, f.Services[name].Ports, "%s is reached inside the compose network only", name)
+		}
+	})
+
+	t.Run("the simulator is a profile, its secrets in the environment", func(t *testing.T) {
+		sim := raw.Services["simulator"]
+		require.Equal(t, []string{"sim"}, sim.Profiles)
+		for _, a := range sim.Command {
+			require.NotContains(t, a, "token", "no secret on the simulator's command line")
+			require.NotContains(t, a, "access-key")
+		}
+		require.Contains(t, sim.Environment, app.EnvBirdAccessKey)
+		require.Contains(t, sim.Environment, app.EnvSendyToken)
+		for name, s := range raw.Services {
+			require.NotContains(t, s.DependsOn, "simulator", "%s must start without the sim profile", name)
+		}
+	})
+
+	t.Run("every command line parses with the real flags and passes Validate", func(t *testing.T) {
+		for _, name := range ours {
+			s := f.Services[name]
+			if s.Command[0] == "smssim" {
+				continue // its own flags; the rehearsal starts it
+			}
+			require.Contains(t, []string{"worker", "smsorch-temporal"}, s.Command[0], name)
+			for k, v := range s.Environment {
+				t.Setenv(k, v)
+			}
+			var cfg app.Config
+			fs := flag.NewFlagSet(name, flag.ContinueOnError)
+			cfg.RegisterFlags(fs)
+			require.NoError(t, fs.Parse(s.Command[1:]), name)
+			require.Empty(t, fs.Args(), "%s: stray arguments", name)
+			cfg = cfg.WithDefaults()
+			require.NoError(t, cfg.Validate(), name)
+			require.False(t, cfg.Dev, "%s is not dev mode", name)
+			require.False(t, cfg.PlaintextPayloads, name)
+			for k := range s.Environment {
+				_ = os.Unsetenv(k) // t.Setenv restores it at the end
+			}
+		}
+	})
+
+	t.Run("start order and health checks", func(t *testing.T) {
+		for _, name := range ours {
+			s := f.Services[name]
+			require.NotNil(t, s.Healthcheck, name)
+			require.Equal(t, []string{"CMD", "worker", "healthcheck"}, s.Healthcheck.Test[:3], "%s: the image has no shell; the binary checks", name)
+			for dep, cond := range s.DependsOn {
+				require.Equal(t, "service_healthy", cond.Condition, "%s waits for %s to be healthy", name, dep)
+			}
+		}
+		for _, name := range []string{"worker", "intake", "temporal-ui"} {
+			require.Contains(t, f.Services[name].DependsOn, "temporal", name)
+		}
+		require.Contains(t, f.Services["temporal"].DependsOn, "postgres")
+		require.Contains(t, strings.Join(f.Services["postgres"].Healthcheck.Test, " "), "pg_isready -h 127.0.0.1", "over TCP: the image's first-boot server listens on its socket only")
+		for _, name := range []string{"worker", "intake"} {
+			require.Equal(t, "30s", f.Services[name].StopGracePeriod, "%s: sends in flight finish (--stop-timeout 25s)", name)
+		}
+	})
+
+	t.Run("the connection pools fit PostgreSQL's default", func(t *testing.T) {
+		const pgDefault, reserved = 100, 3 // max_connections, superuser_reserved_connections
+		servers := f.Services["temporal"].Replicas() * devstack.PostgresMaxConnsPerServer
+		workers := 0
+		for _, s := range f.Services {
+			if ledger.IsPostgresDSN(s.Environment[app.EnvLedger]) {
+				workers += s.Replicas() * ledger.DefaultPostgresPoolSize
+			}
+		}
+		t.Logf("at most %d connections from the servers and %d from the workers' ledgers, of %d", servers, workers, pgDefault-reserved)
+		require.LessOrEqual(t, servers+workers, pgDefault-reserved-25, "room for an operator's psql, a migration and a replica more")
+	})
+}
+
+// variablesTheCodeReads lists the environment variables the programs
+// read: the worker's (the Env* constants, found in the source where they
+// are read), the simulator's, and those of the Temporal SDK's envconfig,
+// found in its source.
+func variablesTheCodeReads(t *testing.T) map[string]bool {
+	t.Helper()
+	read := map[string]bool{}
+	src, err := os.ReadFile(filepath.Join("..", "app", "config.go"))
+	require.NoError(t, err)
+	for name, k := range map[string]string{
+		"EnvBirdAccessKey": app.EnvBirdAccessKey, "EnvSendyToken": app.EnvSendyToken,
+		"EnvIntakeSecret": app.EnvIntakeSecret, "EnvLedger": app.EnvLedger, "EnvTemporalDB": app.EnvTemporalDB,
+		"codec.EnvToken": codec.EnvToken,
+	} {
+		require.Contains(t, string(src), "os.Getenv("+name+")", "config.go reads %s", k)
+		read[k] = true
+	}
+	// The payload keys, through the codec package.
+	require.Contains(t, string(src), "codec.FromEnv(os.Getenv)")
+	codecSrc, err := os.ReadFile(filepath.Join("..", "codec", "codec.go"))
+	require.NoError(t, err)
+	for name, k := range map[string]string{"EnvKeys": codec.EnvKeys, "EnvKeyFile": codec.EnvKeyFile} {
+		require.Contains(t, string(codecSrc), "getenv("+name+")", "codec.FromEnv reads %s", k)
+		read[k] = true
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "go.temporal.io/sdk/contrib/envconfig").Output()
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "*.go"))
+	require.NoError(t, err)
+	var sdk strings.Builder
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		sdk.Write(b)
+	}
+	for _, k := range []string{"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"} {
+		if strings.Contains(sdk.String(), `"`+k+`"`) {
+			read[k] = true
+		}
+	}
+	require.True(t, read["TEMPORAL_ADDRESS"], "the SDK's envconfig reads TEMPORAL_ADDRESS")
+	return read
+}

@@ -1,0 +1,153 @@
+// Package compose reads docker-compose.yml as docker compose does (its
+// variables from an env file, its anchors and merges), so that tests can
+// check the file against the code and start its services from their own
+// lines (compose_test.go, rehearsal_test.go).
+package compose
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// File is the part of a compose file this project uses.
+type File struct {
+	Services map[string]Service `yaml:"services"`
+	Volumes  map[string]any     `yaml:"volumes"`
+}
+
+// Service is one service of the file.
+type Service struct {
+	Image           string                 `yaml:"image"`
+	PullPolicy      string                 `yaml:"pull_policy"`
+	Build           any                    `yaml:"build"`
+	Command         []string               `yaml:"command"`
+	Environment     map[string]string      `yaml:"environment"`
+	Ports           []string               `yaml:"ports"`
+	Profiles        []string               `yaml:"profiles"`
+	DependsOn       map[string]DependsOn   `yaml:"depends_on"`
+	Deploy          struct{ Replicas int } `yaml:"deploy"`
+	Healthcheck     *Healthcheck           `yaml:"healthcheck"`
+	StopGracePeriod string                 `yaml:"stop_grace_period"`
+}
+
+// DependsOn is a start condition: service_started, service_healthy or
+// service_completed_successfully.
+type DependsOn struct {
+	Condition string `yaml:"condition"`
+}
+
+// Healthcheck is a service's health check.
+type Healthcheck struct {
+	Test     []string `yaml:"test"`
+	Interval string   `yaml:"interval"`
+	Timeout  string   `yaml:"timeout"`
+	Retries  int      `yaml:"retries"`
+}
+
+// Replicas is how many containers of the service run (1 by default).
+func (s Service) Replicas() int { return max(1, s.Deploy.Replicas) }
+
+// Read parses the file at path without interpolating its variables.
+func Read(path string) (File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, err
+	}
+	var f File
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return File{}, fmt.Errorf("%s does not parse: %w", path, err)
+	}
+	return f, nil
+}
+
+// Load parses the file at path and interpolates every command,
+// environment value, port and health check from env as docker compose
+// does: ${VAR}, ${VAR:-default}, ${VAR:?message} (an error naming each
+// missing variable) and $$ for a literal $.
+func Load(path string, env map[string]string) (File, error) {
+	f, err := Read(path)
+	if err != nil {
+		return File{}, err
+	}
+	var errs []error
+	in := func(s string) string {
+		v, err := Interpolate(s, env)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return v
+	}
+	for name, s := range f.Services {
+		for i := range s.Command {
+			s.Command[i] = in(s.Command[i])
+		}
+		for k, v := range s.Environment {
+			s.Environment[k] = in(v)
+		}
+		for i := range s.Ports {
+			s.Ports[i] = in(s.Ports[i])
+		}
+		if s.Healthcheck != nil {
+			for i := range s.Healthcheck.Test {
+				s.Healthcheck.Test[i] = in(s.Healthcheck.Test[i])
+			}
+		}
+		s.Image = in(s.Image)
+		f.Services[name] = s
+	}
+	return f, errors.Join(errs...)
+}
+
+var varRE = regexp.MustCompile(`\$\$|\$\{([A-Za-z0-9_]+)(?::([-?])([^}]*))?\}`)
+
+// Interpolate expands s from env as docker compose does.
+func Interpolate(s string, env map[string]string) (string, error) {
+	var errs []error
+	out := varRE.ReplaceAllStringFunc(s, func(m string) string {
+		if m == "$$" {
+			return "$"
+		}
+		p := varRE.FindStringSubmatch(m)
+		if v := env[p[1]]; v != "" {
+			return v
+		}
+		switch p[2] {
+		case "-":
+			return p[3]
+		case "?":
+			errs = append(errs, fmt.Errorf("%s is required: %s", p[1], p[3]))
+		}
+		return ""
+	})
+	return out, errors.Join(errs...)
+}
+
+// ReadEnv reads an env file (.env, .env.example): KEY=VALUE lines,
+// comments and blank lines skipped.
+func ReadEnv(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s: %q is not KEY=VALUE", path, line)
+		}
+		env[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return env, sc.Err()
+}
