@@ -145,6 +145,7 @@ func TestReadinessNamesWhatFailsAndDrains(t *testing.T) {
 	}
 	code, body := get("/healthz")
 	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "alive\n", body)
 	code, body = get("/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Contains(t, body, "not ready: ledger")

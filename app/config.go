@@ -494,10 +494,3 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.envTemporalNamespace = os.Getenv("TEMPORAL_NAMESPACE")
 }
 
-// uiNamespace is the namespace a ui-only UI opens.
-func (c Config) uiNamespace() string {
-	if c.envTemporalNamespace != "" {
-		return c.envTemporalNamespace
-	}
-	return "default"
-}

@@ -37,3 +37,12 @@ func startEmbedded(ctx context.Context, cfg Config, log *zap.Logger, codecEndpoi
 	}
 	return s, nil
 }
+
+// uiNamespace is the namespace a ui-only UI opens: $TEMPORAL_NAMESPACE,
+// else the default.
+func (c Config) uiNamespace() string {
+	if c.envTemporalNamespace != "" {
+		return c.envTemporalNamespace
+	}
+	return devstack.DefaultNamespace
+}
