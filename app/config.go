@@ -493,4 +493,3 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.envTemporalAddress = os.Getenv("TEMPORAL_ADDRESS")
 	c.envTemporalNamespace = os.Getenv("TEMPORAL_NAMESPACE")
 }
-
