@@ -113,29 +113,39 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 			return nil, err
 		}
 	}
-	if cfg.Dev || cfg.ServerOnly || cfg.UIOnly {
+	embedded := cfg.Dev || cfg.ServerOnly || cfg.UIOnly
+	settings := clientopts.Settings{Env: envconfig.EnvLookupOS}
+	if embedded {
 		a.Stack, err = startEmbedded(ctx, cfg, log, a.uiCodecEndpoint())
 		if err != nil {
 			return nil, err
 		}
 		a.Namespace = a.Stack.Namespace()
 		a.uiURL.Store(a.Stack.UIURL())
-		if cfg.ServerOnly || cfg.UIOnly {
-			return a, a.startTemporalRole(ctx)
+		settings = clientopts.Settings{Address: a.Stack.FrontendAddress(), Namespace: a.Namespace}
+		if cfg.UIOnly {
+			settings = clientopts.Settings{Env: envconfig.EnvLookupOS, Address: cfg.UIFrontend, Namespace: a.Namespace}
 		}
-		err = a.dial(ctx, clientopts.Settings{Address: a.Stack.FrontendAddress(), Namespace: a.Namespace})
-	} else {
-		err = a.dial(ctx, clientopts.Settings{Env: envconfig.EnvLookupOS})
-		if err == nil {
-			// Without them every state change would fail the run's task.
-			err = contract.RegisterSearchAttributes(ctx, a.Client, a.Namespace)
-		}
+	}
+	err = a.dial(ctx, settings)
+	if err == nil && !embedded {
+		// Without them every state change would fail the run's task.
+		err = contract.RegisterSearchAttributes(ctx, a.Client, a.Namespace)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal: %w", err)
 	}
 	a.client.Store(a.Client)
+	// Readiness asks the frontend; a server-only or ui-only process has
+	// nothing more to start (the UI is asked too).
 	a.health.add("temporal", a.temporalReachable)
+	if cfg.ServerOnly || cfg.UIOnly {
+		if u := a.Stack.UIURL(); u != "" {
+			a.health.add("web UI", func(ctx context.Context) error { return HealthCheck(ctx, u+"/") })
+		}
+		a.started.Store(true)
+		return a, nil
+	}
 
 	a.Ledger, err = ledger.Open(ctx, cfg.LedgerPath)
 	if err != nil {
@@ -176,25 +186,6 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	}
 	a.started.Store(true)
 	return a, nil
-}
-
-// startTemporalRole finishes a server-only or ui-only start: a client to
-// the frontend, which readiness asks, and for the UI the UI itself.
-func (a *App) startTemporalRole(ctx context.Context) error {
-	s := clientopts.Settings{Address: a.Stack.FrontendAddress(), Namespace: a.Namespace}
-	if a.Config.UIOnly {
-		s = clientopts.Settings{Env: envconfig.EnvLookupOS, Address: a.Config.UIFrontend, Namespace: a.Namespace}
-	}
-	if err := a.dial(ctx, s); err != nil {
-		return fmt.Errorf("connect to Temporal: %w", err)
-	}
-	a.client.Store(a.Client)
-	a.health.add("temporal", a.temporalReachable)
-	if u := a.Stack.UIURL(); u != "" {
-		a.health.add("web UI", func(ctx context.Context) error { return HealthCheck(ctx, u+"/") })
-	}
-	a.started.Store(true)
-	return nil
 }
 
 // temporalReachable asks the frontend's health service.

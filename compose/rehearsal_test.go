@@ -23,6 +23,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/intake"
@@ -96,7 +98,9 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	ledgerDSN := pgtest.Database(t)
 	admin := pgAdmin()
 	env["POSTGRES_USER"] = "postgres"
-	env["SMSORCH_DB"] = strings.TrimPrefix(mustURLPath(t, ledgerDSN), "/")
+	ledgerURL, err := url.Parse(ledgerDSN)
+	require.NoError(t, err)
+	env["SMSORCH_DB"] = strings.TrimPrefix(ledgerURL.Path, "/")
 	env["TEMPORAL_DB"] = env["SMSORCH_DB"] + "_temporal"
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -195,7 +199,7 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	require.Contains(t, decoded, "Order 58213 has shipped.", "the codec server decodes for the token")
 	require.Equal(t, http.StatusUnauthorized, decodeStatus(t, ctx, codecURL, "not-the-token", input), "and for no one else")
 	uiURL := "http://" + published(t, f.Services["temporal-ui"], "8233", addrs["temporal-ui"][0])
-	require.NoError(t, getOK(ctx, uiURL+"/"), "the web UI answers")
+	require.NoError(t, app.HealthCheck(ctx, uiURL+"/"), "the web UI answers")
 	// The UI tells the browser the codec endpoint as published, and the
 	// codec server lets the UI's page call it.
 	settings, err := http.Get(uiURL + "/api/v1/settings")
@@ -491,22 +495,6 @@ func decodeRequest(t *testing.T, ctx context.Context, codecURL, token string, p 
 	return resp.StatusCode, b
 }
 
-func getOK(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s", url, resp.Status)
-	}
-	return nil
-}
-
 func randomHex(t *testing.T, n int) string {
 	b := make([]byte, n)
 	_, err := rand.Read(b)
@@ -529,13 +517,6 @@ func pgExec(ctx context.Context, dsn, sql string) (int64, error) {
 	defer func() { _ = c.Close(context.Background()) }()
 	tag, err := c.Exec(ctx, sql)
 	return tag.RowsAffected(), err
-}
-
-func mustURLPath(t *testing.T, dsn string) string {
-	t.Helper()
-	i := strings.LastIndex(dsn, "/")
-	require.Positive(t, i)
-	return dsn[i:]
 }
 
 // tail is the end of a log, enough to see why a process stopped.

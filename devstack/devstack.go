@@ -135,7 +135,7 @@ func (c Config) validate() error {
 		if _, err := parsePostgres(c.Database); err != nil {
 			return err
 		}
-		if err := c.checkBroadcast(); err != nil {
+		if _, err := c.broadcast(); err != nil {
 			return err
 		}
 	}
@@ -144,12 +144,6 @@ func (c Config) validate() error {
 			c.Retention, MinRetention, MinRetention)
 	}
 	return nil
-}
-
-// checkBroadcast makes sure the servers of a cluster can reach this one.
-func (c Config) checkBroadcast() error {
-	_, err := c.broadcast()
-	return err
 }
 
 // broadcast is the IP the other servers of the cluster reach this one
