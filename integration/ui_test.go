@@ -144,7 +144,7 @@ func TestRunsShowInTheWebUIAndItsSignalFormMovesThem(t *testing.T) {
 	ui.do(http.MethodGet, "/workflows/"+in.Key, nil, &desc)
 	var summary string
 	desc.ExecutionConfig.UserMetadata.Summary.decode(t, &summary)
-	require.Equal(t, "SMS "+in.Key+" to +31612…78 via bird", summary)
+	require.Equal(t, "SMS "+in.Key+" to +31…78 via bird", summary)
 
 	// ...and its current details, which the UI reads through this query.
 	details := func() string {

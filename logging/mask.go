@@ -1,6 +1,7 @@
 package logging
 
 import (
+	"encoding/json"
 	"net/url"
 
 	"go.uber.org/zap/zapcore"
@@ -42,10 +43,41 @@ func maskFields(fields []zapcore.Field) []zapcore.Field {
 			if s, ok := f.Interface.(interface{ String() string }); ok {
 				f = zapcore.Field{Key: f.Key, Type: zapcore.StringType, String: sms.MaskPhones(s.String())}
 			}
+		case zapcore.ByteStringType:
+			f = zapcore.Field{Key: f.Key, Type: zapcore.StringType, String: sms.MaskPhones(string(f.Interface.([]byte)))}
+		case zapcore.ReflectType, zapcore.ObjectMarshalerType, zapcore.ArrayMarshalerType, zapcore.InlineMarshalerType:
+			// zap.Any of a struct, a map, a slice: encoded here, masked,
+			// and written as the JSON it was (or as a string, when masking
+			// made it JSON no more).
+			f = maskedJSON(f)
 		}
 		out[i] = f
 	}
 	return out
+}
+
+// maskedJSON encodes a structured field to JSON and masks the phone
+// numbers in it.
+func maskedJSON(f zapcore.Field) zapcore.Field {
+	enc := zapcore.NewMapObjectEncoder()
+	f.AddTo(enc)
+	v, ok := enc.Fields[f.Key]
+	var raw []byte
+	var err error
+	if ok {
+		raw, err = json.Marshal(v)
+	} else { // an inline object adds its own keys: they go under one
+		f.Key = "inline"
+		raw, err = json.Marshal(enc.Fields)
+	}
+	if err != nil {
+		return zapcore.Field{Key: f.Key, Type: zapcore.StringType, String: "(a value that could not be encoded: " + sms.MaskPhones(err.Error()) + ")"}
+	}
+	masked := sms.MaskPhones(string(raw))
+	if !json.Valid([]byte(masked)) {
+		return zapcore.Field{Key: f.Key, Type: zapcore.StringType, String: masked}
+	}
+	return zapcore.Field{Key: f.Key, Type: zapcore.ReflectType, Interface: json.RawMessage(masked)}
 }
 
 // maskedError keeps the error chain (for errors.Is/As in hooks) but prints masked.

@@ -2,7 +2,10 @@ package sms
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
+
+	"github.com/nyaruka/phonenumbers"
 )
 
 // e164 finds phone numbers in E.164 form inside free text: a plus sign and
@@ -18,19 +21,43 @@ var spacedNumber = regexp.MustCompile(`(?:\+|\b00)[1-9](?:[\s\-.()]{0,2}\d){6,14
 // or 10 digits). standsAlone keeps those that are not inside a key.
 var bareNumber = regexp.MustCompile(`[1-9]\d{10,14}|0[1-9]\d{8,9}`)
 
-// MaskPhone masks one phone number for logs and summaries, keeping enough to
-// tell numbers apart in a support conversation: "+972501234567" becomes
-// "+97250…67". Numbers too short to keep both ends are reduced to their
-// first characters.
+// MaskPhone masks one phone number for logs, timelines, answers and
+// summaries by the one rule used everywhere: keep the country code and the
+// last two digits, "+31612345678" becomes "+31…78". That tells numbers
+// apart in a support conversation (with the event's key) and leaves a
+// hundred million candidates for a Dutch mobile. A number without a
+// country code it knows keeps its last two digits; one too short to keep
+// them is reduced to "…".
 func MaskPhone(number string) string {
-	if len(number) <= 4 {
+	var digits []byte
+	for i := 0; i < len(number); i++ {
+		if isDigit(number[i]) {
+			digits = append(digits, number[i])
+		}
+	}
+	if len(digits) < 5 {
 		return "…"
 	}
-	keep := 6 // "+" and the first five digits
-	if len(number) < 11 {
-		keep = 3
+	if strings.HasPrefix(strings.TrimSpace(number), "+") {
+		return "+" + countryCode(digits) + "…" + string(digits[len(digits)-2:])
 	}
-	return number[:keep] + "…" + number[len(number)-2:]
+	return "…" + string(digits[len(digits)-2:])
+}
+
+// countryCode is the country calling code that digits (an international
+// number without its +) begins with, or "" when none is known. Calling
+// codes are prefix-free, so the first one found is the one.
+func countryCode(digits []byte) string {
+	for n := 1; n <= 3 && n < len(digits); n++ {
+		cc, err := strconv.Atoi(string(digits[:n]))
+		if err != nil {
+			return ""
+		}
+		if len(phonenumbers.GetRegionCodesForCountryCode(cc)) > 0 {
+			return string(digits[:n])
+		}
+	}
+	return ""
 }
 
 // MaskPhones masks every phone number inside s: E.164, and numbers
@@ -67,8 +94,9 @@ func standsAlone(s string, i, j int) bool {
 
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
-// maskLoose keeps the first three and the last two digits of a number
-// written any way, and drops what is between.
+// maskLoose masks a number written any way by MaskPhone's rule: an
+// international one (after "+" or "00", or eleven digits and more) keeps
+// its country code, a national one only its last two digits.
 func maskLoose(m string) string {
 	var digits []byte
 	for i := 0; i < len(m); i++ {
@@ -79,9 +107,12 @@ func maskLoose(m string) string {
 	if len(digits) < 7 {
 		return m
 	}
-	prefix := ""
-	if strings.HasPrefix(m, "+") {
-		prefix = "+"
+	switch {
+	case strings.HasPrefix(m, "+"):
+	case strings.HasPrefix(m, "00"):
+		digits = digits[2:]
+	case digits[0] == '0' || len(digits) < 11: // national: no country code
+		return "…" + string(digits[len(digits)-2:])
 	}
-	return prefix + string(digits[:3]) + "…" + string(digits[len(digits)-2:])
+	return "+" + countryCode(digits) + "…" + string(digits[len(digits)-2:])
 }

@@ -45,7 +45,7 @@ func TestDetailsEscapeFreeText(t *testing.T) {
 				BlindResends: []string{"order-58213-shipped~resend-1"},
 			},
 			Provider:         "bird",
-			To:               "+31612…78",
+			To:               "+31…78",
 			DecisionDeadline: at.Add(7 * 24 * time.Hour),
 			Timeline: []contract.Entry{
 				{At: at, Text: "sent under order-58213-shipped"},

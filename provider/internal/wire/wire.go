@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/sms"
 )
 
 // JSON serialises a request body without HTML escaping and without the
@@ -206,9 +207,10 @@ func NotProcessed(status int) bool {
 }
 
 // Snippet returns the start of an answer body for an error message,
-// collapsed to one line.
+// collapsed to one line, with any phone number in it masked: it reaches
+// reasons, the ledger, logs and timelines.
 func Snippet(b []byte) string {
-	s := strings.Join(strings.Fields(string(b)), " ")
+	s := sms.MaskPhones(strings.Join(strings.Fields(string(b)), " "))
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
