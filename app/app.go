@@ -158,8 +158,8 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	log.Info("send ledger", zap.String("ledger", a.Ledger.Describe()), zap.String("identity", a.Ledger.Identity()))
 	if cfg.Codec != nil {
 		log.Info("payloads are encrypted before they reach Temporal", zap.Stringer("codec", cfg.Codec))
-		if strings.HasPrefix(cfg.Codec.Current(), "example") {
-			log.Warn("the sealing key is the example from .env.example, which anyone can read: make your own with `smsctl codec-key` and put it first in " + codec.EnvKeys)
+		if id := cfg.Codec.Example(); id != "" { // refused outside dev mode
+			log.Warn("key " + id + " is a published example, which anyone can read: make your own with `smsctl codec-key` and put it first in " + codec.EnvKeys)
 		}
 	} else if !cfg.Dev {
 		log.Warn("payloads reach Temporal in plain text (--plaintext-payloads): recipients and texts stand in its history")
@@ -200,7 +200,7 @@ func (a *App) serveIntake() error {
 	if err != nil {
 		return fmt.Errorf("the HTTP intake cannot listen on %s: %w (choose another --intake address, or --intake off)", a.Config.IntakeAddress, err)
 	}
-	h := intake.New(starter.New(a.Client, starter.WithNamespace(a.Namespace)), intake.Config{Secret: a.Config.IntakeSecret, Logger: a.Log.Named("intake")})
+	h := intake.New(starter.New(a.Client, starter.WithNamespace(a.Namespace)), intake.Config{Secrets: []logging.Secret{a.Config.IntakeSecret, a.Config.IntakePreviousSecret}, Proxies: a.Config.IntakeProxies, Logger: a.Log.Named("intake")})
 	a.intake = intake.NewServer(a.health.with(h))
 	a.IntakeURL = "http://" + l.Addr().String()
 	serve := func() error { return a.intake.Serve(l) }
@@ -254,6 +254,9 @@ var awaitingQuery = fmt.Sprintf(`ExecutionStatus = "Running" AND %s = %q`, contr
 // logger, payload codec and metrics.
 func (a *App) dial(ctx context.Context, s clientopts.Settings) error {
 	s.Logger, s.Codec = a.Log.Named("temporal-sdk"), a.Config.Codec
+	// Outside dev mode a run or a decision that did not come sealed by a
+	// key of ours (a plain `temporal workflow start`) does nothing.
+	s.RefuseUnsealed = !a.Config.Dev && !a.Config.AcceptUnsealed
 	if a.metrics != nil {
 		s.Metrics = a.metrics.SDK
 	}

@@ -54,7 +54,7 @@ import (
 func TestFlagsAndEnvironment(t *testing.T) {
 	t.Setenv(EnvBirdAccessKey, "bird-secret")
 	t.Setenv(EnvSendyToken, "sendy-secret")
-	t.Setenv(EnvIntakeSecret, "intake-secret") // outside dev mode the intake is signed
+	t.Setenv(EnvIntakeSecret, intakeSecret) // outside dev mode the intake is signed
 	key, err := codec.NewKey("k1")
 	require.NoError(t, err)
 	t.Setenv(codec.EnvKeys, key) // and payloads are sealed
@@ -205,6 +205,125 @@ func TestAUIOnlyProcessServesTheUIOfAnotherTemporal(t *testing.T) {
 }
 
 // An intake that anyone who reaches it could use to send SMS is refused.
+// intakeSecret is long enough for a worker outside dev mode.
+const intakeSecret = "0123456789abcdef0123456789abcdef"
+
+var tenSlashEight = func() []*net.IPNet { _, n, _ := net.ParseCIDR("10.0.0.0/8"); return []*net.IPNet{n} }()
+
+// Outside dev mode the intake speaks plain HTTP on loopback only, or
+// behind a TLS proxy it names: the bodies it takes hold recipients and
+// texts.
+func TestAnIntakeOnTheNetworkNeedsTLSOrItsProxy(t *testing.T) {
+	t.Parallel()
+	sendy := SendyConfig{BaseURL: "https://sendy", Token: "t"}
+	cert, key := selfSigned(t)
+	cfg := Config{Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "0.0.0.0:8080", IntakeSecret: intakeSecret}
+	require.ErrorContains(t, cfg.WithDefaults().Validate(), "refusing to serve the intake in plain HTTP on 0.0.0.0:8080")
+	require.ErrorContains(t, cfg.WithDefaults().Validate(), "--intake-behind-proxy")
+	withTLS := cfg
+	withTLS.IntakeTLSCert, withTLS.IntakeTLSKey = cert, key
+	require.NoError(t, withTLS.WithDefaults().Validate(), "HTTPS")
+	behind := cfg
+	behind.IntakeProxies = tenSlashEight
+	require.NoError(t, behind.WithDefaults().Validate(), "behind its TLS proxy")
+	prev := behind
+	prev.IntakeSecret, prev.IntakePreviousSecret = "", intakeSecret
+	require.ErrorContains(t, prev.WithDefaults().Validate(), "SMSORCH_INTAKE_SECRET_PREVIOUS is set without SMSORCH_INTAKE_SECRET")
+
+	var flags Config
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flags.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--intake-behind-proxy", "10.0.0.0/8, 192.0.2.7"}))
+	require.Len(t, flags.IntakeProxies, 2)
+	require.True(t, flags.IntakeProxies[1].Contains(net.ParseIP("192.0.2.7")))
+	require.False(t, flags.IntakeProxies[1].Contains(net.ParseIP("192.0.2.8")), "an address is that one address")
+	require.ErrorContains(t, fs.Parse([]string{"--intake-behind-proxy", "proxy.internal"}), "not an IP address or a CIDR")
+}
+
+// Outside dev mode a secret that protects nothing is refused at start,
+// saying how to make a real one: the values this project once shipped
+// in .env.example (and the simulator's defaults), the published codec
+// key, and an intake secret or codec token shorter than 32 bytes. Dev
+// mode takes anything.
+func TestExampleAndShortSecretsAreRefusedOutsideDevMode(t *testing.T) {
+	t.Parallel()
+	published, err := codec.ParseKeys("example-change-me:pOq2h7o2y0uB04coFoIxkS2ZUjTKFd4cPp8aMs2bMf0=")
+	require.NoError(t, err)
+	renamed, err := codec.ParseKeys("2026-12:pOq2h7o2y0uB04coFoIxkS2ZUjTKFd4cPp8aMs2bMf0=")
+	require.NoError(t, err)
+	own, err := codec.ParseKeys(mustKey(t))
+	require.NoError(t, err)
+	base := Config{Bird: BirdConfig{BaseURL: "https://api.bird.com", AccessKey: "a-real-looking-bird-key"}, Codec: own, IntakeSecret: intakeSecret}
+	require.NoError(t, base.WithDefaults().Validate())
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"the example intake secret", func(c *Config) { c.IntakeSecret = "change-me-too" }, "SMSORCH_INTAKE_SECRET is a published example value"},
+		{"a short intake secret", func(c *Config) { c.IntakeSecret = "0123456789abcdef" }, "SMSORCH_INTAKE_SECRET is 16 bytes, shorter than 32"},
+		{"a short previous secret", func(c *Config) { c.IntakePreviousSecret = "old" }, "SMSORCH_INTAKE_SECRET_PREVIOUS is 3 bytes"},
+		{"the simulator's Bird key", func(c *Config) { c.Bird.AccessKey = simulator.DefaultBirdAccessKey }, "BIRD_ACCESS_KEY is a published example value"},
+		{"the simulator's Sendy token", func(c *Config) {
+			c.Sendy = SendyConfig{BaseURL: "https://sendy", Token: simulator.DefaultSendyToken}
+		}, "SENDY_TOKEN is a published example value"},
+		{"the published codec key", func(c *Config) { c.Codec = published }, "key example-change-me is a published example"},
+		{"the published codec key renamed", func(c *Config) { c.Codec = renamed }, "key 2026-12 is a published example"},
+		{"a short codec token", func(c *Config) { c.CodecToken = "t0ken" }, "SMSORCH_CODEC_TOKEN is 5 bytes"},
+	} {
+		cfg := base
+		tc.edit(&cfg)
+		err := cfg.WithDefaults().Validate()
+		require.ErrorContains(t, err, tc.want, tc.name)
+		require.Regexp(t, "openssl rand -hex 32|smsctl codec-key|your Bird workspace|token Sendy gave you", err.Error(), "%s: says how to make a real one", tc.name)
+		cfg.Dev, cfg.Bird, cfg.Sendy = true, BirdConfig{}, SendyConfig{}
+		if tc.name == "a short codec token" {
+			continue // a dev-mode codec server: checked by its own rules
+		}
+		require.NoError(t, cfg.WithDefaults().Validate(), "%s: dev mode takes it", tc.name)
+	}
+}
+
+// Each secret can come from a file named by NAME_FILE (Docker secrets),
+// never from a flag; both ways at once, or an empty file, is an error.
+func TestSecretsFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(v), 0o600))
+		return p
+	}
+	key := mustKey(t)
+	env := map[string]string{
+		EnvBirdAccessKey + "_FILE": write("bird", "bird-key-from-a-file\n"),
+		EnvSendyToken + "_FILE":    write("sendy", "sendy-token-from-a-file"),
+		EnvIntakeSecret + "_FILE":  write("intake", intakeSecret+"\n"),
+		EnvLedger + "_FILE":        write("ledger", "postgres://smsorch:pw@db/smsorch\n"),
+		codec.EnvKeysFile:          write("keys", key+"\n"),
+		codec.EnvToken + "_FILE":   write("token", intakeSecret),
+	}
+	var cfg Config
+	cfg.ReadEnv(func(k string) string { return env[k] })
+	require.NoError(t, cfg.envErr)
+	require.Equal(t, "bird-key-from-a-file", cfg.Bird.AccessKey.Reveal())
+	require.Equal(t, "sendy-token-from-a-file", cfg.Sendy.Token.Reveal())
+	require.Equal(t, intakeSecret, cfg.IntakeSecret.Reveal())
+	require.Equal(t, intakeSecret, cfg.CodecToken.Reveal())
+	require.Equal(t, "postgres://smsorch:pw@db/smsorch", cfg.envLedger)
+	require.NotNil(t, cfg.Codec)
+	require.NoError(t, cfg.codecErr)
+
+	env[EnvSendyToken] = "also-given"
+	env[EnvIntakeSecret+"_FILE"] = write("empty", "")
+	cfg = Config{Sendy: SendyConfig{BaseURL: "https://sendy"}}
+	cfg.ReadEnv(func(k string) string { return env[k] })
+	err := cfg.WithDefaults().Validate()
+	require.ErrorContains(t, err, "both SENDY_TOKEN and SENDY_TOKEN_FILE are set")
+	require.ErrorContains(t, err, "SMSORCH_INTAKE_SECRET_FILE names "+filepath.Join(dir, "empty")+", which is empty")
+	require.NotContains(t, err.Error(), "bird-key-from-a-file")
+}
+
 func TestAnUnsignedIntakeIsRefusedWhereItIsNotSafe(t *testing.T) {
 	t.Parallel()
 	sendy := SendyConfig{BaseURL: "https://sendy", Token: "t"}
@@ -225,9 +344,9 @@ func TestAnUnsignedIntakeIsRefusedWhereItIsNotSafe(t *testing.T) {
 		"dev mode on loopback":          {Dev: true},
 		"localhost in dev mode":         {Dev: true, IntakeAddress: "localhost:8080"},
 		"insecure on loopback":          {Sendy: sendy, PlaintextPayloads: true, IntakeInsecure: true},
-		"signed on all interfaces":      {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "0.0.0.0:8080", IntakeSecret: "s"},
+		"signed behind a proxy":         {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "0.0.0.0:8080", IntakeSecret: intakeSecret, IntakeProxies: tenSlashEight},
 		"no intake outside dev mode":    {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: Off},
-		"signed on loopback in prod":    {Sendy: sendy, PlaintextPayloads: true, IntakeSecret: "s"},
+		"signed on loopback in prod":    {Sendy: sendy, PlaintextPayloads: true, IntakeSecret: intakeSecret},
 		"IPv6 loopback with --insecure": {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "[::1]:8080", IntakeInsecure: true},
 	} {
 		require.NoError(t, cfg.WithDefaults().Validate(), name)
@@ -245,7 +364,8 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: filepath.Join(dir, "cluster"), Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer func() { _ = cluster.Stop() }()
-	sim, err := simulator.New(simulator.Config{DeliveryDelay: 100 * time.Millisecond})
+	creds := simulator.NewCredentials() // outside dev mode the simulator's defaults are refused
+	sim, err := simulator.New(simulator.Config{DeliveryDelay: 100 * time.Millisecond, SendyToken: creds.SendyToken})
 	require.NoError(t, err)
 	srv := httptest.NewServer(sim.Handler())
 	defer srv.Close()
@@ -253,7 +373,7 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", cluster.FrontendAddress())
 	t.Setenv("TEMPORAL_NAMESPACE", "default")
 	t.Setenv("TEMPORAL_CONFIG_FILE", filepath.Join(dir, "no-such-profile.toml"))
-	t.Setenv(EnvSendyToken, simulator.DefaultSendyToken)
+	t.Setenv(EnvSendyToken, creds.SendyToken)
 	key, err := codec.NewKey("test-1")
 	require.NoError(t, err)
 	t.Setenv(codec.EnvKeys, key)
@@ -327,6 +447,21 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	// Without the keys the result cannot be read; with them it can.
 	var plainRes contract.Result
 	require.Error(t, raw.GetWorkflow(ctx, "order-1-shipped", "").Get(ctx, &plainRes))
+
+	// Whoever reaches Temporal without the keys cannot send: a SendSMS
+	// started in plain text (a bare `temporal workflow start`) fails
+	// before it does anything, saying why, and nothing reaches the
+	// provider or the ledger.
+	plain, err := raw.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "order-3-shipped", TaskQueue: contract.TaskQueue},
+		contract.WorkflowName, contract.Input{Key: "order-3-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 3 has shipped."})
+	require.NoError(t, err)
+	err = a.Client.GetWorkflow(ctx, "order-3-shipped", plain.GetRunID()).Get(ctx, &res)
+	require.Error(t, err)
+	require.ErrorContains(t, err, "refused a payload that reached Temporal unsealed")
+	require.ErrorContains(t, err, "--accept-unsealed")
+	require.Empty(t, sim.Messages(simulator.Filter{Key: "order-3-shipped"}), "nothing was sent")
+	_, err = a.Ledger.Event(ctx, "order-3-shipped")
+	require.ErrorIs(t, err, ledger.ErrNotFound, "nothing was claimed")
 }
 
 // The dev stack with everything on: the banner names each part, the
@@ -645,15 +780,29 @@ func TestNoSecretOrRecipientLeaks(t *testing.T) {
 	defer func() { _ = a.Stop() }()
 
 	body := `{"kind":"order","id":"4242","stage":"shipped","provider":"sendy","to":"` + recipient + `","text":"Your code is 482913"}`
-	req, _ := http.NewRequest(http.MethodPost, a.IntakeURL+"/v1/events", strings.NewReader(body))
-	for k, v := range intake.Sign(secret, time.Now(), []byte(body)) {
-		req.Header.Set(k, v)
+	signed := intake.Sign(secret, time.Now(), []byte(body))
+	postSigned := func() (int, starter.Result, string) {
+		req, _ := http.NewRequest(http.MethodPost, a.IntakeURL+"/v1/events", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range signed {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		answer, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		var r starter.Result
+		require.NoError(t, json.Unmarshal(answer, &r), string(answer))
+		return resp.StatusCode, r, string(answer)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	answer, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(answer))
+	code, first, answer := postSigned()
+	require.Equal(t, http.StatusAccepted, code, answer)
+	// The sender's retry of the very same signed request (its answer was
+	// lost): Temporal knows the start request, so the answer is the
+	// first one's, never 401.
+	code, again, _ := postSigned()
+	require.Equal(t, http.StatusAccepted, code, "the same signed POST again")
+	require.Equal(t, first, again)
 	res, err := starter.New(a.Client).Wait(ctx, "order-4242-shipped")
 	require.NoError(t, err)
 	require.Equal(t, contract.Delivered, res.State)
@@ -665,7 +814,7 @@ func TestNoSecretOrRecipientLeaks(t *testing.T) {
 	for k, v := range intake.Sign(secret, time.Now(), []byte("GET /v1/events/order-4242-shipped")) {
 		get.Header.Set(k, v)
 	}
-	resp, err = http.DefaultClient.Do(get)
+	resp, err := http.DefaultClient.Do(get)
 	require.NoError(t, err)
 	got, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
@@ -674,7 +823,7 @@ func TestNoSecretOrRecipientLeaks(t *testing.T) {
 	var cliOut, cliErr bytes.Buffer
 	env := []string{"TEMPORAL_ADDRESS=" + a.Stack.FrontendAddress(), codec.EnvKeys + "=" + keySpec}
 	require.Equal(t, 0, cli.Main(ctx, []string{"status", "order-4242-shipped"}, &cliOut, &cliErr, env), cliErr.String())
-	require.Contains(t, cliOut.String(), "+97250…67", "smsctl shows the masked recipient")
+	require.Contains(t, cliOut.String(), "+972…67", "smsctl shows the masked recipient")
 	require.Equal(t, 0, cli.Main(ctx, []string{"--json", "status", "order-4242-shipped"}, &cliOut, &cliErr, env), cliErr.String())
 	require.NoError(t, a.Stop())
 
@@ -683,11 +832,13 @@ func TestNoSecretOrRecipientLeaks(t *testing.T) {
 		"intake GET answer": string(got), "smsctl output": cliOut.String() + cliErr.String(),
 	} {
 		require.NotEmpty(t, text, what)
-		for _, leak := range []string{token, accessKey, secret, rawKey, recipient, "972501234567", "0501234567"} {
+		// One masking rule: the country code and the last two digits; no
+		// more of the number (the old rule kept "+97250").
+		for _, leak := range []string{token, accessKey, secret, rawKey, recipient, "972501234567", "0501234567", "97250", "1234567"} {
 			require.NotContains(t, text, leak, "%s holds %q", what, leak)
 		}
 	}
-	require.Contains(t, logs.String(), "+97250…67", "the log names the recipient masked")
+	require.Contains(t, logs.String(), "+972…67", "the log names the recipient masked")
 }
 
 // syncBuffer is a goroutine-safe log sink.

@@ -19,6 +19,7 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack/defaults"
+	"github.com/acme/smsorch/internal/secrets"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
@@ -30,6 +31,9 @@ const (
 	EnvBirdAccessKey = "BIRD_ACCESS_KEY"
 	EnvSendyToken    = "SENDY_TOKEN"
 	EnvIntakeSecret  = "SMSORCH_INTAKE_SECRET"
+	// EnvIntakePreviousSecret is the intake secret being retired: requests
+	// signed with it are still accepted while senders move to the new one.
+	EnvIntakePreviousSecret = "SMSORCH_INTAKE_SECRET_PREVIOUS"
 	// EnvLedger is the ledger's address when --ledger is not given: a
 	// postgres:// DSN may hold a password, which a flag would show in
 	// the process list.
@@ -39,6 +43,8 @@ const (
 	EnvTemporalDB = "SMSORCH_TEMPORAL_DB"
 	// The payload keys (codec.EnvKeys, codec.EnvKeyFile) and the codec
 	// server's token (codec.EnvToken) are read from the environment too.
+	// Each of these may instead be in a file named by NAME_FILE
+	// (internal/secrets).
 )
 
 // Defaults of the settings below.
@@ -105,6 +111,15 @@ type Config struct {
 	// IntakeSecret, when set, requires an HMAC-SHA256 signature of each
 	// intake request body (from SMSORCH_INTAKE_SECRET).
 	IntakeSecret logging.Secret
+	// IntakePreviousSecret is accepted beside IntakeSecret while senders
+	// move to a new one (SMSORCH_INTAKE_SECRET_PREVIOUS).
+	IntakePreviousSecret logging.Secret
+	// IntakeProxies are the reverse proxies in front of the intake
+	// (--intake-behind-proxy): they terminate TLS, so the intake may speak
+	// plain HTTP on a non-loopback address, and the client address they
+	// add to X-Forwarded-For keys each client's rate. Requests from other
+	// non-loopback addresses are refused.
+	IntakeProxies []*net.IPNet
 	// IntakeTLSCert and IntakeTLSKey, when set, serve the intake over
 	// HTTPS with this certificate (PEM files).
 	IntakeTLSCert, IntakeTLSKey string
@@ -119,6 +134,11 @@ type Config struct {
 	Codec *codec.Keyring
 	// PlaintextPayloads lets a worker outside dev mode run without keys.
 	PlaintextPayloads bool
+	// AcceptUnsealed lets a worker outside dev mode with keys act on
+	// payloads that reach it unsealed: for runs started before
+	// encryption was turned on, until they end. Without it such a run
+	// fails before it sends, and such a decision is refused.
+	AcceptUnsealed bool
 	// CodecServerAddress serves the codec server for the web UI: default
 	// 127.0.0.1:8234 in dev mode with keys and a token, else "off". It
 	// needs CodecToken.
@@ -170,6 +190,7 @@ type Config struct {
 	LogLevel string
 
 	envLedger, envTemporalDB string // $SMSORCH_LEDGER and $SMSORCH_TEMPORAL_DB, read by RegisterFlags
+	envErr                   error  // a secret's variable or file that could not be read
 	envTemporalAddress       string // $TEMPORAL_ADDRESS, for UIFrontend
 	envTemporalNamespace     string // $TEMPORAL_NAMESPACE
 }
@@ -280,7 +301,7 @@ func (c Config) Validate() error {
 		}
 		return errors.Join(append(errs, c.validateCodec(), c.validateHealth())...)
 	}
-	errs := []error{c.validateCodec(), c.validateHealth()}
+	errs := []error{c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets()}
 	if !c.Dev && c.Codec == nil && c.codecErr == nil && !c.PlaintextPayloads {
 		errs = append(errs, fmt.Errorf("outside dev mode recipients and texts are encrypted before they reach Temporal: set %s (make a key with `smsctl codec-key`) or %s, or pass --plaintext-payloads to keep them in plain text", codec.EnvKeys, codec.EnvKeyFile))
 	}
@@ -337,6 +358,37 @@ func (c Config) validateCodec() error {
 	return nil
 }
 
+// validateSecrets refuses, outside dev mode, a secret that protects
+// nothing: a value the project has published as an example, or one of
+// ours (the intake's, the codec server's) shorter than 32 bytes.
+func (c Config) validateSecrets() error {
+	if c.Dev {
+		return nil
+	}
+	const random = "make one with `openssl rand -hex 32`"
+	var errs []error
+	for _, s := range []struct {
+		name  string
+		value logging.Secret
+	}{{EnvIntakeSecret, c.IntakeSecret}, {EnvIntakePreviousSecret, c.IntakePreviousSecret}, {codec.EnvToken, c.CodecToken}} {
+		if s.value != "" {
+			errs = append(errs, secrets.CheckChosen(s.name, s.value.Reveal(), random))
+		}
+	}
+	if c.Bird.AccessKey != "" {
+		errs = append(errs, secrets.CheckExample(EnvBirdAccessKey, c.Bird.AccessKey.Reveal(), "use an access key of your Bird workspace"))
+	}
+	if c.Sendy.Token != "" {
+		errs = append(errs, secrets.CheckExample(EnvSendyToken, c.Sendy.Token.Reveal(), "use the API token Sendy gave you"))
+	}
+	if c.Codec != nil {
+		if id := c.Codec.Example(); id != "" {
+			errs = append(errs, fmt.Errorf("%s: key %s is a published example, which anyone can read: make your own with `smsctl codec-key` and put it first (keep this one after it only while runs it sealed remain, then remove it)", codec.EnvKeys, id))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // validateHealth keeps the health endpoints on loopback: a container's
 // health check runs inside it (`worker healthcheck URL`).
 func (c Config) validateHealth() error {
@@ -369,18 +421,27 @@ func (c Config) validateIntake() error {
 			return fmt.Errorf("the intake's TLS certificate %s and key %s do not load: %w", c.IntakeTLSCert, c.IntakeTLSKey, err)
 		}
 	}
-	if c.IntakeAddress == Off || c.IntakeSecret != "" {
+	if c.IntakeAddress == Off {
 		return nil
 	}
 	host, _, err := net.SplitHostPort(c.IntakeAddress)
 	if err != nil {
 		return fmt.Errorf("--intake %q is not HOST:PORT: write it like 127.0.0.1:8080, or off", c.IntakeAddress)
 	}
-	if !loopback(host) {
-		return fmt.Errorf("refusing to serve an unsigned HTTP intake on %s: anyone who can reach it could send SMS. Set %s (callers then sign each body, header X-Smsorch-Signature), or listen on 127.0.0.1", c.IntakeAddress, EnvIntakeSecret)
+	if c.IntakeSecret == "" && c.IntakePreviousSecret != "" {
+		return fmt.Errorf("%s is set without %s: the previous secret is accepted beside a current one; set the new secret in %s", EnvIntakePreviousSecret, EnvIntakeSecret, EnvIntakeSecret)
 	}
-	if !c.Dev && !c.IntakeInsecure {
-		return fmt.Errorf("outside dev mode the HTTP intake needs %s (callers sign each body): set it, or pass --intake-insecure to accept unsigned requests on %s, or --intake off", EnvIntakeSecret, c.IntakeAddress)
+	if c.IntakeSecret == "" {
+		if !loopback(host) {
+			return fmt.Errorf("refusing to serve an unsigned HTTP intake on %s: anyone who can reach it could send SMS. Set %s (callers then sign each body, header X-Smsorch-Signature), or listen on 127.0.0.1", c.IntakeAddress, EnvIntakeSecret)
+		}
+		if !c.Dev && !c.IntakeInsecure {
+			return fmt.Errorf("outside dev mode the HTTP intake needs %s (callers sign each body): set it, or pass --intake-insecure to accept unsigned requests on %s, or --intake off", EnvIntakeSecret, c.IntakeAddress)
+		}
+		return nil
+	}
+	if !loopback(host) && c.IntakeTLSCert == "" && len(c.IntakeProxies) == 0 {
+		return fmt.Errorf("refusing to serve the intake in plain HTTP on %s: the signed bodies hold recipients and texts. Give it --intake-tls-cert and --intake-tls-key, or name the TLS proxy in front of it with --intake-behind-proxy=ADDRESS, or listen on 127.0.0.1", c.IntakeAddress)
 	}
 	return nil
 }
@@ -413,6 +474,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
 	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
+	fs.BoolVar(&c.AcceptUnsealed, "accept-unsealed", false, "outside dev mode, act on runs and decisions that reach the worker unsealed (started before "+codec.EnvKeys+" was set): give it to every worker until those runs end; without it they fail before sending")
 	fs.BoolVar(&c.PlaintextPayloads, "plaintext-payloads", false, "outside dev mode, run without "+codec.EnvKeys+": recipients and texts then stand in plain text in Temporal")
 	fs.Func("codec-ui-origin", "a web UI origin (http://host:port) whose pages may call the codec server (repeat for more; the embedded UI is always allowed)", func(v string) error {
 		if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
@@ -425,6 +487,28 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.IntakeTLSCert, "intake-tls-cert", "", "serve the intake over HTTPS with this certificate (PEM; with --intake-tls-key)")
 	fs.StringVar(&c.IntakeTLSKey, "intake-tls-key", "", "the private key of --intake-tls-cert (PEM)")
 	fs.BoolVar(&c.IntakeInsecure, "intake-insecure", false, "outside dev mode, accept unsigned intake requests on a loopback address")
+	fs.Func("intake-behind-proxy", "the address (IP or CIDR, comma-separated) of the TLS proxy in front of the intake: the intake may then speak plain HTTP on a non-loopback address, keys each client by the address the proxy adds to X-Forwarded-For, and refuses requests that come around the proxy", func(v string) error {
+		for _, part := range strings.Split(v, ",") {
+			part = strings.TrimSpace(part)
+			if !strings.Contains(part, "/") {
+				ip := net.ParseIP(part)
+				if ip == nil {
+					return fmt.Errorf("%q is not an IP address or a CIDR like 10.0.0.0/8", part)
+				}
+				bits := 32
+				if ip.To4() == nil {
+					bits = 128
+				}
+				part = fmt.Sprintf("%s/%d", part, bits)
+			}
+			_, n, err := net.ParseCIDR(part)
+			if err != nil {
+				return fmt.Errorf("%q is not an IP address or a CIDR like 10.0.0.0/8", part)
+			}
+			c.IntakeProxies = append(c.IntakeProxies, n)
+		}
+		return nil
+	})
 	fs.StringVar(&c.Bird.BaseURL, "bird-url", "", "Bird's API base URL, e.g. https://api.bird.com (access key from "+EnvBirdAccessKey+")")
 	fs.StringVar(&c.Bird.WorkspaceID, "bird-workspace", "", "Bird workspace id")
 	fs.StringVar(&c.Bird.ChannelID, "bird-channel", "", "Bird SMS channel id")
@@ -483,13 +567,28 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	durationFlag("status-poll", "the first wait between delivery-status lookups (it doubles up to 10m)", def.StatusPollInitial,
 		func(p *activities.Policy, d time.Duration) { p.StatusPollInitial = d }, provider.Names...)
 	c.Simulator.RegisterFlags(fs, "sim-", &c.SimFaults)
-	c.Bird.AccessKey = logging.Secret(os.Getenv(EnvBirdAccessKey))
-	c.Sendy.Token = logging.Secret(os.Getenv(EnvSendyToken))
-	c.IntakeSecret = logging.Secret(os.Getenv(EnvIntakeSecret))
-	c.envLedger = os.Getenv(EnvLedger)
-	c.Codec, c.codecErr = codec.FromEnv(os.Getenv)
-	c.CodecToken = logging.Secret(os.Getenv(codec.EnvToken))
-	c.envTemporalDB = os.Getenv(EnvTemporalDB)
-	c.envTemporalAddress = os.Getenv("TEMPORAL_ADDRESS")
-	c.envTemporalNamespace = os.Getenv("TEMPORAL_NAMESPACE")
+	c.ReadEnv(os.Getenv)
+}
+
+// ReadEnv reads the secrets and addresses that come from the
+// environment: each secret NAME from NAME or the file named by
+// NAME_FILE.
+func (c *Config) ReadEnv(getenv func(string) string) {
+	var errs []error
+	get := func(name string) string {
+		v, err := secrets.Get(getenv, name)
+		errs = append(errs, err)
+		return v
+	}
+	c.Bird.AccessKey = logging.Secret(get(EnvBirdAccessKey))
+	c.Sendy.Token = logging.Secret(get(EnvSendyToken))
+	c.IntakeSecret = logging.Secret(get(EnvIntakeSecret))
+	c.IntakePreviousSecret = logging.Secret(get(EnvIntakePreviousSecret))
+	c.envLedger = get(EnvLedger)
+	c.Codec, c.codecErr = codec.FromEnv(getenv)
+	c.CodecToken = logging.Secret(get(codec.EnvToken))
+	c.envTemporalDB = get(EnvTemporalDB)
+	c.envErr = errors.Join(errs...)
+	c.envTemporalAddress = getenv("TEMPORAL_ADDRESS")
+	c.envTemporalNamespace = getenv("TEMPORAL_NAMESPACE")
 }

@@ -387,7 +387,7 @@ func (s *stack) direct(ctx context.Context) (Row, error) {
 	p, err := procs.Start("direct", s.cfg.Self, []string{
 		"-role", "direct", "-sim", s.sims["main"], "-prefix", pre, "-n", strconv.Itoa(s.cfg.N),
 		"-concurrency", strconv.Itoa(s.cfg.Concurrency), "-status-poll", s.cfg.StatusPoll.String(), "-out", out,
-	}, nil, filepath.Join(s.dir, "direct.log"))
+	}, s.creds.Env(), filepath.Join(s.dir, "direct.log"))
 	if err != nil {
 		return row, err
 	}

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/acme/smsorch/logging"
@@ -46,7 +48,7 @@ func RunDirect(ctx context.Context, cfg DirectConfig, out io.Writer) error {
 		return err
 	}
 	bc, err := bird.New(bird.Config{
-		BaseURL: cfg.SimURL, AccessKey: logging.Secret(simulator.DefaultBirdAccessKey),
+		BaseURL: cfg.SimURL, AccessKey: logging.Secret(cmp.Or(os.Getenv("BIRD_ACCESS_KEY"), simulator.DefaultBirdAccessKey)),
 		WorkspaceID: simulator.DevWorkspace, ChannelID: simulator.DevChannel,
 	})
 	if err != nil {

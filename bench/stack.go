@@ -36,7 +36,9 @@ type stack struct {
 	sims    map[string]string
 	simProc []*procs.Proc
 	keys    string
-	dbs     []string
+	// creds are the simulators' credentials, which the workers are given.
+	creds simulator.Credentials
+	dbs   []string
 }
 
 func (s *stack) logf(format string, args ...any) {
@@ -46,6 +48,7 @@ func (s *stack) logf(format string, args ...any) {
 // up starts the server and the simulators.
 func (s *stack) up(ctx context.Context) error {
 	var err error
+	s.creds = simulator.NewCredentials()
 	if s.keys, err = codec.NewKey("bench"); err != nil {
 		return err
 	}
@@ -89,7 +92,7 @@ func (s *stack) up(ctx context.Context) error {
 		}
 		log := filepath.Join(s.dir, "sim-"+sim.name+".log")
 		p, err := procs.Start("simulator "+sim.name, s.cfg.Bins.Simulator,
-			append([]string{"--addr", addr, "--log-format", "json", "--delivery-delay", DeliveryDelay.String(), "--seed", "1"}, sim.args...), nil, log)
+			append([]string{"--addr", addr, "--log-format", "json", "--delivery-delay", DeliveryDelay.String(), "--seed", "1"}, sim.args...), s.creds.Env(), log)
 		if err != nil {
 			return err
 		}
@@ -157,7 +160,7 @@ func (s *stack) startWorker(ctx context.Context, c client.Client, w workerSpec) 
 			"--sendy-url", w.sim, "--sendy-rate-limit", "0", "--status-poll", s.cfg.StatusPoll.String(),
 		}
 		args = append(append(args, tuning...), w.extra...)
-		env := append(s.env(), "BIRD_ACCESS_KEY="+simulator.DefaultBirdAccessKey, "SENDY_TOKEN="+simulator.DefaultSendyToken)
+		env := append(s.env(), s.creds.Env()...)
 		p, err = procs.Start(w.name, s.cfg.Bins.Worker, args, env, log)
 		queues = []string{contract.TaskQueue, contract.ProviderTaskQueue(contract.TaskQueue, "bird", contract.PurposeSend)}
 	}

@@ -39,6 +39,10 @@ type Settings struct {
 	// Codec seals the payloads the client sends and opens those it
 	// receives; nil leaves them as they are.
 	Codec *codec.Keyring
+	// RefuseUnsealed, with a Codec, refuses to decode a payload that
+	// arrives unsealed (codec.ApplyRefusingUnsealed): a worker outside
+	// dev mode acts only on what holders of its keys sent.
+	RefuseUnsealed bool
 	// Metrics receives the SDK's metrics; nil drops them.
 	Metrics client.MetricsHandler
 }
@@ -76,7 +80,11 @@ func Build(s Settings) (client.Options, error) {
 	if err := frontends.Apply(&opts); err != nil {
 		return opts, err
 	}
-	if err := s.Codec.Apply(&opts); err != nil {
+	apply := s.Codec.Apply
+	if s.RefuseUnsealed {
+		apply = s.Codec.ApplyRefusingUnsealed
+	}
+	if err := apply(&opts); err != nil {
 		return opts, err
 	}
 	return opts, nil

@@ -10,7 +10,8 @@
 // from flags:
 //
 //	SMSORCH_CODEC_KEYS=2026-11:BASE64KEY,2026-05:OLDERKEY
-//	SMSORCH_CODEC_KEY_FILE=/run/secrets/smsorch-codec-keys   (lines "id base64key", first seals)
+//	SMSORCH_CODEC_KEY_FILE=/run/secrets/smsorch-codec-keys   (lines "id base64key" or "id:base64key", first seals)
+//	SMSORCH_CODEC_KEYS_FILE=…                                (the same, by the Docker secrets convention)
 //
 // `smsctl codec-key` prints a new key. The codec server (Handler) lets the
 // Temporal web UI show decrypted payloads to those who hold its token.
@@ -22,11 +23,13 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -40,6 +43,9 @@ import (
 const (
 	EnvKeys    = "SMSORCH_CODEC_KEYS"
 	EnvKeyFile = "SMSORCH_CODEC_KEY_FILE"
+	// EnvKeysFile is EnvKeyFile under the NAME_FILE convention of Docker
+	// and Kubernetes secrets.
+	EnvKeysFile = EnvKeys + "_FILE"
 )
 
 // Payload metadata of a sealed payload.
@@ -57,10 +63,16 @@ var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Keyring is the set of keys: the first seals, all open.
 type Keyring struct {
-	current string
-	aeads   map[string]cipher.AEAD
-	ids     []string
+	current  string
+	aeads    map[string]cipher.AEAD
+	ids      []string
+	raw      map[string]string // id → the key as given, for ParseKeyFile
+	examples []string          // ids of keys that were published as examples
 }
+
+// publishedExamples are keys this project has printed in an example
+// file: whoever reads its history can open what they seal.
+var publishedExamples = []string{"pOq2h7o2y0uB04coFoIxkS2ZUjTKFd4cPp8aMs2bMf0="}
 
 // ParseKeys reads "id:base64key,id:base64key" (the first seals). Each
 // key is 32 bytes (AES-256) in standard or URL base64.
@@ -80,8 +92,9 @@ func ParseKeys(spec string) (*Keyring, error) {
 	return newKeyring(pairs)
 }
 
-// ParseKeyFile reads lines "id base64key" (blank lines and # comments
-// skipped); the first key seals.
+// ParseKeyFile reads lines "id base64key", or "id:base64key" as
+// SMSORCH_CODEC_KEYS writes them (blank lines and # comments skipped);
+// the first key seals.
 func ParseKeyFile(path string) (*Keyring, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -95,9 +108,15 @@ func ParseKeyFile(path string) (*Keyring, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		if k, err := ParseKeys(line); len(strings.Fields(line)) == 1 && err == nil {
+			for _, id := range k.ids {
+				pairs = append(pairs, [2]string{id, k.raw[id]})
+			}
+			continue
+		}
 		fields := strings.Fields(line)
 		if len(fields) != 2 {
-			return nil, fmt.Errorf("codec: key file %s line %d: write \"ID BASE64KEY\"", path, n)
+			return nil, fmt.Errorf("codec: key file %s line %d: write \"ID BASE64KEY\" or \"ID:BASE64KEY\"", path, n)
 		}
 		pairs = append(pairs, [2]string{fields[0], fields[1]})
 	}
@@ -110,10 +129,19 @@ func ParseKeyFile(path string) (*Keyring, error) {
 // FromEnv loads the keys from SMSORCH_CODEC_KEYS or the file named by
 // SMSORCH_CODEC_KEY_FILE; nil (no encryption) when neither is set.
 func FromEnv(getenv func(string) string) (*Keyring, error) {
-	spec, file := getenv(EnvKeys), getenv(EnvKeyFile)
+	spec, file, file2 := getenv(EnvKeys), getenv(EnvKeyFile), getenv(EnvKeysFile)
+	set := 0
+	for _, v := range []string{spec, file, file2} {
+		if v != "" {
+			set++
+		}
+	}
+	if file == "" {
+		file = file2
+	}
 	switch {
-	case spec != "" && file != "":
-		return nil, fmt.Errorf("codec: both %s and %s are set: give the keys one way", EnvKeys, EnvKeyFile)
+	case set > 1:
+		return nil, fmt.Errorf("codec: more than one of %s, %s and %s is set: give the keys one way", EnvKeys, EnvKeyFile, EnvKeysFile)
 	case spec != "":
 		return ParseKeys(spec)
 	case file != "":
@@ -126,7 +154,7 @@ func newKeyring(pairs [][2]string) (*Keyring, error) {
 	if len(pairs) == 0 {
 		return nil, errors.New("codec: no key given")
 	}
-	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, raw: map[string]string{}}
 	for _, p := range pairs {
 		id, enc := p[0], p[1]
 		if !keyIDPattern.MatchString(id) {
@@ -144,6 +172,15 @@ func newKeyring(pairs [][2]string) (*Keyring, error) {
 			// Never the key itself in an error.
 			return nil, fmt.Errorf("codec: key %s is not 32 bytes of base64 (AES-256): make one with `smsctl codec-key`", id)
 		}
+		for _, ex := range publishedExamples {
+			if b, _ := base64.StdEncoding.DecodeString(ex); subtle.ConstantTimeCompare(b, raw) == 1 {
+				k.examples = append(k.examples, id)
+			}
+		}
+		if strings.HasPrefix(strings.ToLower(id), "example") && !slices.Contains(k.examples, id) {
+			k.examples = append(k.examples, id)
+		}
+		k.raw[id] = enc
 		block, err := aes.NewCipher(raw)
 		if err != nil {
 			return nil, fmt.Errorf("codec: key %s: %w", id, err)
@@ -169,6 +206,17 @@ func NewKey(id string) (string, error) {
 		return "", err
 	}
 	return id + ":" + base64.StdEncoding.EncodeToString(raw), nil
+}
+
+// Example is the id of a key in the ring that was published as an
+// example (its id begins with "example", or its bytes were printed in
+// an example file), or "" when there is none. A worker outside dev mode
+// refuses such a ring.
+func (k *Keyring) Example() string {
+	if k == nil || len(k.examples) == 0 {
+		return ""
+	}
+	return k.examples[0]
 }
 
 // Current is the id of the key that seals.
@@ -253,11 +301,15 @@ func (k *Keyring) Apply(opts *client.Options) error {
 	if k == nil {
 		return nil
 	}
+	return k.apply(opts, k)
+}
+
+func (k *Keyring) apply(opts *client.Options, codec converter.PayloadCodec) error {
 	failures, err := converter.NewFailureGRPCClientInterceptor(converter.NewFailureGRPCClientInterceptorOptions{EncodeCommonAttributes: true})
 	if err != nil {
 		return fmt.Errorf("codec: %w", err)
 	}
-	payloads, err := converter.NewPayloadCodecGRPCClientInterceptor(converter.PayloadCodecGRPCClientInterceptorOptions{Codecs: []converter.PayloadCodec{k}})
+	payloads, err := converter.NewPayloadCodecGRPCClientInterceptor(converter.PayloadCodecGRPCClientInterceptorOptions{Codecs: []converter.PayloadCodec{codec}})
 	if err != nil {
 		return fmt.Errorf("codec: %w", err)
 	}

@@ -264,3 +264,61 @@ func TestARetriedRequestIsSealedOnce(t *testing.T) {
 		require.Equal(t, "Your code is 482913", s)
 	}
 }
+
+// A worker outside dev mode marks every payload that reaches it unsealed;
+// its data converter then refuses to decode one (a run's input: the run
+// fails before it does anything), while a raw value passes, for the run
+// to refuse a decision signal in its timeline, where a decoder that tries
+// says why. Sealed payloads open as before.
+func TestAWorkerRefusesUnsealedPayloads(t *testing.T) {
+	t.Parallel()
+	k, _ := ring(t, "k1")
+	dc := converter.GetDefaultDataConverter()
+	plain, err := dc.ToPayload(map[string]string{"to": "+31612345678"})
+	require.NoError(t, err)
+	sealedIn, err := k.Encode([]*commonpb.Payload{plain})
+	require.NoError(t, err)
+
+	var opts client.Options
+	require.NoError(t, k.ApplyRefusingUnsealed(&opts))
+	require.NotNil(t, opts.DataConverter)
+	got, err := refusing{k}.Decode([]*commonpb.Payload{plain, sealedIn[0]})
+	require.NoError(t, err)
+	require.True(t, Unsealed(got[0]), "the plain payload is marked")
+	require.False(t, Unsealed(got[1]), "the sealed one opened")
+	require.Equal(t, "json/plain", string(got[0].GetMetadata()[MetadataPlainEncoding]))
+	require.Equal(t, "json/plain", string(plain.GetMetadata()["encoding"]), "the caller's payload is not changed")
+
+	var v map[string]string
+	require.ErrorIs(t, opts.DataConverter.FromPayload(got[0], &v), ErrUnsealed)
+	require.ErrorIs(t, opts.DataConverter.FromPayloads(&commonpb.Payloads{Payloads: got}, &v, &v), ErrUnsealed)
+	require.NoError(t, opts.DataConverter.FromPayload(got[1], &v))
+	require.Equal(t, "+31612345678", v["to"])
+	var raw converter.RawValue
+	require.NoError(t, opts.DataConverter.FromPayload(got[0], &raw), "a raw value passes, for the run to refuse")
+	err = dc.FromPayload(raw.Payload(), &v)
+	require.ErrorContains(t, err, "unsealed (outside dev mode the worker takes only payloads sealed with its keys")
+
+	var plainOpts client.Options
+	require.NoError(t, k.Apply(&plainOpts))
+	require.Nil(t, plainOpts.DataConverter, "Apply alone leaves payloads that arrive plain readable (dev mode, --accept-unsealed)")
+}
+
+// The key file takes the lines SMSORCH_CODEC_KEYS is written in too, and
+// the published example key is known under any id.
+func TestKeyFileLinesAndExampleKeys(t *testing.T) {
+	t.Parallel()
+	k1, err := NewKey("2026-12")
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(file, []byte(k1+"\n"), 0o600))
+	r, err := FromEnv(func(name string) string { return map[string]string{EnvKeysFile: file}[name] })
+	require.NoError(t, err)
+	require.Equal(t, "2026-12", r.Current())
+	require.Empty(t, r.Example())
+	_, err = FromEnv(func(name string) string { return map[string]string{EnvKeysFile: file, EnvKeyFile: file}[name] })
+	require.ErrorContains(t, err, "give the keys one way")
+	ex, err := ParseKeys(k1 + ",old:pOq2h7o2y0uB04coFoIxkS2ZUjTKFd4cPp8aMs2bMf0=")
+	require.NoError(t, err)
+	require.Equal(t, "old", ex.Example())
+}

@@ -159,7 +159,9 @@ type drill struct {
 	simURL string
 	// keySpec and keys seal the runs' payloads (SMSORCH_CODEC_KEYS).
 	keySpec string
-	keys    *codec.Keyring
+	// creds are the simulator's credentials, which the workers are given.
+	creds simulator.Credentials
+	keys  *codec.Keyring
 	topology
 	st     *starter.Starter
 	tc     client.Client
@@ -205,6 +207,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 		d.logf("the ledger is on PostgreSQL: %s", logging.RedactDSN(d.ledger))
 	}
 	// Every process of the drill seals payloads with one fresh key.
+	d.creds = simulator.NewCredentials()
 	if d.keySpec, err = codec.NewKey(fmt.Sprintf("drill-%d", cfg.Seed)); err != nil {
 		return Summary{}, nil, err
 	}
@@ -288,7 +291,7 @@ func (d *drill) startSimulator(ctx context.Context) (*procs.Proc, error) {
 		"--addr", addr, "--seed", fmt.Sprint(d.cfg.Seed), "--log-format", "json",
 		"--bird-retention", d.cfg.Window.String(), "--sendy-retention", d.cfg.Window.String(),
 		"--lock-expiry", d.cfg.LockLifetime.String(), "--delivery-delay", "1s", "--sendy-rate-limit", sendyLimit,
-	}, nil, filepath.Join(d.cfg.Dir, "simulator.log"))
+	}, d.creds.Env(), filepath.Join(d.cfg.Dir, "simulator.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -748,11 +751,11 @@ func (d *drill) auditAll(ctx context.Context) error {
 		return fmt.Errorf("drill: open the ledger: %w", err)
 	}
 	defer func() { _ = led.Close() }()
-	bc, err := bird.New(devmode.BirdConfig(d.simURL, "", 10*time.Second))
+	bc, err := bird.New(devmode.BirdConfig(d.simURL, d.creds.BirdAccessKey, 10*time.Second))
 	if err != nil {
 		return err
 	}
-	sc, err := sendy.New(devmode.SendyConfig(d.simURL, "", "", 10*time.Second))
+	sc, err := sendy.New(devmode.SendyConfig(d.simURL, d.creds.SendyToken, "", 10*time.Second))
 	if err != nil {
 		return err
 	}

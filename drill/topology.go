@@ -154,7 +154,7 @@ func (d *drill) lateEffectHorizon() time.Duration {
 
 func (d *drill) startWorker(ctx context.Context, i int) error {
 	name := fmt.Sprintf("worker-%d", i+1)
-	env := []string{"BIRD_ACCESS_KEY=" + simulator.DefaultBirdAccessKey, "SENDY_TOKEN=" + simulator.DefaultSendyToken, codec.EnvKeys + "=" + d.keySpec}
+	env := append(d.creds.Env(), codec.EnvKeys+"="+d.keySpec)
 	if d.cfg.Cluster {
 		env = append(env, "TEMPORAL_ADDRESS="+strings.Join(d.frontends, ","), "TEMPORAL_NAMESPACE="+client.DefaultNamespace)
 	}

@@ -2,7 +2,7 @@
 // "order shipped" webhook, a cron. It speaks JSON and maps the starter's
 // answers onto HTTP:
 //
-//	POST /v1/events      an Event  → 202 started, 200 existing run, 409 conflict, 400 invalid
+//	POST /v1/events      an Event  → 202 started, 200 existing run, 409 conflict, 400 invalid, 415 not JSON
 //	GET  /v1/events/{key}          → the run's state and timeline
 //	GET  /healthz                  → 200
 //
@@ -12,10 +12,17 @@
 //	X-Smsorch-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">
 //
 // (for a GET, of "<timestamp>.GET <path>"). A timestamp more than
-// MaxSkew from the intake's clock is refused, and so is a signature
-// seen before, so a captured request cannot be replayed. Each client
-// (by remote address) gets a request rate; past it the answer is 429
-// with Retry-After. Errors from Temporal are logged, not echoed.
+// MaxSkew from the intake's clock is refused. Two secrets may be valid at
+// once (the current and the previous), so a secret rotates without a
+// refused request. The same signed POST sent again (a sender's retry
+// after a lost answer) gets the answer the first got: its signature names
+// the start request to Temporal, which recognises it, so no memory is
+// kept here and any intake replica answers alike. A POST must say
+// Content-Type: application/json, so a browser's cross-site form cannot
+// post to an unsigned intake. Each client (by remote address, or behind a
+// named proxy by the address the proxy adds to X-Forwarded-For) gets a
+// request rate; past it the answer is 429 with Retry-After. Errors from
+// Temporal are logged, not echoed.
 package intake
 
 import (
@@ -29,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -62,8 +70,16 @@ const DefaultMaxBody = 64 << 10
 
 // Config configures the handler.
 type Config struct {
-	// Secret, when set, makes the signature header mandatory.
-	Secret logging.Secret
+	// Secrets, when any is set, make the signature header mandatory; a
+	// request signed with any of them is accepted (the current secret
+	// and the previous one, while senders move to the new one).
+	Secrets []logging.Secret
+	// Proxies are the addresses of the reverse proxies in front of the
+	// intake. A request from one of them is keyed by the client address
+	// the proxy adds to X-Forwarded-For; a request from any other
+	// non-loopback address is refused. None: every request is keyed by
+	// its remote address.
+	Proxies []*net.IPNet
 	// MaxBody bounds the request body; default DefaultMaxBody.
 	MaxBody int64
 	// Timeout bounds the work of one request; default 30 s.
@@ -80,7 +96,7 @@ type Config struct {
 type handler struct {
 	s       *starter.Starter
 	cfg     Config
-	seen    *seenSignatures
+	secrets []logging.Secret
 	clients *clientLimits
 }
 
@@ -101,7 +117,12 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 	if cfg.RatePerMinute == 0 {
 		cfg.RatePerMinute = DefaultRatePerMinute
 	}
-	h := &handler{s: s, cfg: cfg, seen: &seenSignatures{at: map[string]time.Time{}}, clients: newClientLimits(cfg.RatePerMinute)}
+	h := &handler{s: s, cfg: cfg, clients: newClientLimits(cfg.RatePerMinute)}
+	for _, sec := range cfg.Secrets {
+		if sec != "" {
+			h.secrets = append(h.secrets, sec)
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/events", h.limited(h.post))
 	mux.HandleFunc("GET /v1/events/{key}", h.limited(h.get))
@@ -112,7 +133,12 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 // limited answers 429 with Retry-After to a client past its rate.
 func (h *handler) limited(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if wait, ok := h.clients.allow(clientOf(r), h.cfg.Now()); !ok {
+		client, ok := h.clientOf(r)
+		if !ok {
+			h.fail(w, http.StatusForbidden, "not_via_proxy", "", "this intake takes requests through its proxy only: send to the proxy's address")
+			return
+		}
+		if wait, ok := h.clients.allow(client, h.cfg.Now()); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			h.fail(w, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("more than %d requests a minute from this client: wait and send again (the event's key makes a retry safe)", h.cfg.RatePerMinute))
 			return
@@ -125,7 +151,7 @@ func (h *handler) limited(next http.HandlerFunc) http.HandlerFunc {
 // (the body, or the method and path); it answers and returns false when
 // the request must stop here.
 func (h *handler) authentic(w http.ResponseWriter, r *http.Request, signed []byte) bool {
-	if h.cfg.Secret == "" {
+	if len(h.secrets) == 0 {
 		return true
 	}
 	ts := strings.TrimSpace(r.Header.Get(TimestampHeader))
@@ -141,14 +167,14 @@ func (h *handler) authentic(w http.ResponseWriter, r *http.Request, signed []byt
 		// overflow a Duration into passing.
 		h.fail(w, http.StatusUnauthorized, "stale", "", fmt.Sprintf("%s is %d s from the intake's clock (at most %s): sign again with the current Unix time in seconds, and check the sender's clock", TimestampHeader, abs(now.Unix()-secs), MaxSkew))
 		return false
-	case !hmac.Equal([]byte(signature(h.cfg.Secret, ts, signed)), []byte(sig)):
-		h.fail(w, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>", SignatureHeader))
-		return false
-	case !h.seen.first(sig, now):
-		h.fail(w, http.StatusUnauthorized, "replayed", "", "this signed request was received before: sign again with a fresh timestamp (the event's key makes sending it again safe)")
-		return false
 	}
-	return true
+	for _, secret := range h.secrets {
+		if hmac.Equal([]byte(signature(secret, ts, signed)), []byte(sig)) {
+			return true
+		}
+	}
+	h.fail(w, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>", SignatureHeader))
+	return false
 }
 
 func abs(n int64) int64 {
@@ -156,34 +182,6 @@ func abs(n int64) int64 {
 		return -n
 	}
 	return n
-}
-
-// seenSignatures remembers the signatures accepted within the skew, so
-// a captured request cannot be played again.
-type seenSignatures struct {
-	mu sync.Mutex
-	at map[string]time.Time
-}
-
-func (s *seenSignatures) first(sig string, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, t := range s.at {
-		if now.Sub(t) > 2*MaxSkew {
-			delete(s.at, k)
-		}
-	}
-	if _, dup := s.at[sig]; dup {
-		return false
-	}
-	s.at[sig] = now
-	return true
-}
-
-func (s *seenSignatures) forget(sig string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.at, strings.TrimSpace(sig))
 }
 
 // clientLimits is a token bucket per client.
@@ -234,13 +232,35 @@ func (c *clientLimits) allow(client string, now time.Time) (time.Duration, bool)
 	return 0, true
 }
 
-// clientOf is the remote address without its port.
-func clientOf(r *http.Request) string {
+// clientOf is the address that keys the client's rate: the remote
+// address without its port, or, for a request from one of the proxies,
+// the last address in X-Forwarded-For (the one the proxy added; those
+// before it are the client's word). ok is false for a request that came
+// around the proxies: from another address that is not loopback.
+func (h *handler) clientOf(r *http.Request) (client string, ok bool) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	if len(h.cfg.Proxies) == 0 {
+		return host, true
+	}
+	ip := net.ParseIP(host)
+	if ip != nil && ip.IsLoopback() {
+		return host, true // a health check, or a process on this host
+	}
+	for _, p := range h.cfg.Proxies {
+		if ip != nil && p.Contains(ip) {
+			if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+				hops := strings.Split(xff[len(xff)-1], ",")
+				if last := strings.TrimSpace(hops[len(hops)-1]); last != "" {
+					return last, true
+				}
+			}
+			return host, true
+		}
+	}
+	return host, false
 }
 
 // Problem is the body of every error answer.
@@ -267,6 +287,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		h.fail(w, http.StatusUnsupportedMediaType, "content_type", "", "send the event as JSON with the header Content-Type: application/json")
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	var tooBig *http.MaxBytesError
 	switch {
@@ -288,7 +312,14 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 			`; send {"kind":"order","id":"58213","stage":"shipped","to":"+31612345678","text":"…","provider":"bird"}`)
 		return
 	}
-	res, err := h.s.Send(ctx, e)
+	// The same signed request again is the same start request to
+	// Temporal, which answers it as it answered the first.
+	requestID := ""
+	if sig := strings.TrimSpace(r.Header.Get(SignatureHeader)); len(h.secrets) > 0 && sig != "" {
+		sum := sha256.Sum256([]byte(r.Header.Get(TimestampHeader) + "\n" + sig))
+		requestID = "intake-" + hex.EncodeToString(sum[:16])
+	}
+	res, err := h.s.SendRequest(ctx, e, requestID)
 	log := h.cfg.Logger.With(zap.String("key", res.Key), zap.String("to", sms.MaskPhone(strings.TrimSpace(e.To))))
 	var ie *starter.InvalidError
 	var ce *starter.ConflictError
@@ -303,7 +334,6 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		// The caller learns what to do; the cause, which may name our
 		// Temporal cluster, stays in our log.
 		log.Error("intake could not start an event", zap.Error(err))
-		h.seen.forget(r.Header.Get(SignatureHeader)) // the same signed request may come again
 		h.fail(w, http.StatusServiceUnavailable, "unavailable", "", "the event could not be started right now: send the same event again (its key makes retries safe)")
 	case res.Started:
 		log.Info("intake started an event", zap.String("run", res.RunID))

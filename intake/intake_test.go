@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,9 @@ func post(t *testing.T, h http.Handler, body string, header map[string]string) (
 
 func do(h http.Handler, method, path, body string, header map[string]string) (int, Problem) {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
@@ -55,7 +59,7 @@ const event = `{"kind":"order","id":"58213","stage":"shipped","to":"+31612345678
 func TestSignatureIsRequiredWhenASecretIsSet(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	h := New(starter.New(nil), Config{Secret: "shared-secret", Now: func() time.Time { return now }})
+	h := New(starter.New(nil), Config{Secrets: []logging.Secret{"shared-secret"}, Now: func() time.Time { return now }})
 	signed := func(secret string, at time.Time, body string) map[string]string {
 		return Sign(logging.Secret(secret), at, []byte(body))
 	}
@@ -88,17 +92,158 @@ func TestSignatureIsRequiredWhenASecretIsSet(t *testing.T) {
 		require.Equal(t, tc.code, p.Error.Code, name)
 		require.NotContains(t, p.Error.Message, "shared-secret", name)
 	}
-	// A correctly signed but invalid event gets past the signature check...
+	// A correctly signed but invalid event gets past the signature check,
+	// and so does the same signed request again: a sender's retry after a
+	// lost answer is answered, never refused as a replay (the POST is
+	// idempotent by the event's key).
 	bad := strings.Replace(event, "+31612345678", "0612345678", 1)
 	header := signed("shared-secret", now.Add(-time.Minute), bad)
-	code, p := post(t, h, bad, header)
-	require.Equal(t, http.StatusBadRequest, code)
-	require.Equal(t, "to", p.Error.Field)
-	// ...once: the same signed request again is a replay.
-	code, p = post(t, h, bad, header)
+	for i := 0; i < 3; i++ {
+		code, p := post(t, h, bad, header)
+		require.Equal(t, http.StatusBadRequest, code, "post %d: %s", i+1, p.Error.Message)
+		require.Equal(t, "to", p.Error.Field)
+	}
+}
+
+// dedupService answers StartWorkflowExecution as Temporal does for one
+// event: the first request starts the run; the same request id again is
+// answered as the first (Started true, the server's request-id dedup);
+// any other request finds the existing run (Started false).
+type dedupService struct {
+	workflowservice.WorkflowServiceClient
+	mu    sync.Mutex
+	first string
+	ids   []string
+}
+
+func (d *dedupService) StartWorkflowExecution(_ context.Context, req *workflowservice.StartWorkflowExecutionRequest, _ ...grpc.CallOption) (*workflowservice.StartWorkflowExecutionResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ids = append(d.ids, req.GetRequestId())
+	if d.first == "" {
+		d.first = req.GetRequestId()
+	}
+	return &workflowservice.StartWorkflowExecutionResponse{RunId: "run-1", Started: req.GetRequestId() == d.first}, nil
+}
+
+type dedupTemporal struct {
+	fakeTemporal
+	svc *dedupService
+}
+
+func (f *dedupTemporal) WorkflowService() workflowservice.WorkflowServiceClient { return f.svc }
+
+// The same signed POST again (what a webhook sender or a proxy does after
+// a lost answer) names the same start request to Temporal, so it gets the
+// first one's answer, 202 with the same run, from this intake or another
+// (no memory is kept in the intake). A request signed again, with a new
+// timestamp, is another request: it finds the run (200, the run's current
+// answer).
+func TestAnIdenticalSignedPostIsAnsweredAsTheFirst(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	svc := &dedupService{}
+	f := &dedupTemporal{svc: svc, fakeTemporal: fakeTemporal{status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+		input: contract.Input{Key: "order-58213-shipped", Provider: "bird", To: "+31612345678", Text: "Order 58213 has shipped."}}}
+	cfg := Config{Secrets: []logging.Secret{"shared-secret"}, Now: func() time.Time { return now }}
+	intakes := []http.Handler{New(starter.New(f), cfg), New(starter.New(f), cfg)}
+	send := func(h http.Handler, header map[string]string) (int, starter.Result) {
+		req := httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader(event))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var res starter.Result
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res), rec.Body.String())
+		return rec.Code, res
+	}
+	signed := Sign("shared-secret", now, []byte(event))
+	for i, h := range []http.Handler{intakes[0], intakes[0], intakes[1]} {
+		code, res := send(h, signed)
+		require.Equal(t, http.StatusAccepted, code, "post %d of the same signed request", i+1)
+		require.True(t, res.Started, "post %d", i+1)
+		require.Equal(t, "run-1", res.RunID)
+		require.Equal(t, "order-58213-shipped", res.Key)
+	}
+	code, res := send(intakes[1], Sign("shared-secret", now.Add(time.Second), []byte(event)))
+	require.Equal(t, http.StatusOK, code, "signed again: another request, which finds the run")
+	require.False(t, res.Started)
+	require.Equal(t, "run-1", res.RunID)
+	require.Len(t, svc.ids, 4)
+	require.Equal(t, svc.ids[0], svc.ids[1])
+	require.Equal(t, svc.ids[0], svc.ids[2])
+	require.NotEqual(t, svc.ids[0], svc.ids[3])
+	require.NotContains(t, svc.ids[0], strings.TrimPrefix(signed[SignatureHeader], "sha256="), "the request id does not carry the signature")
+}
+
+// Two secrets are accepted at once, so a secret rotates without a
+// refused request: senders move from the previous to the current one.
+func TestTwoSecretsWhileOneRotates(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	h := New(starter.New(nil), Config{Secrets: []logging.Secret{"the-new-secret", "the-old-secret"}, Now: func() time.Time { return now }})
+	bad := strings.Replace(event, "+31612345678", "0612345678", 1)
+	for _, secret := range []logging.Secret{"the-new-secret", "the-old-secret"} {
+		code, p := post(t, h, bad, Sign(secret, now, []byte(bad)))
+		require.Equal(t, http.StatusBadRequest, code, "signed with %s: past the check", secret.Reveal())
+		require.Equal(t, "to", p.Error.Field)
+	}
+	code, p := post(t, h, bad, Sign("a-retired-secret", now, []byte(bad)))
 	require.Equal(t, http.StatusUnauthorized, code)
-	require.Equal(t, "replayed", p.Error.Code)
-	require.Contains(t, p.Error.Message, "sign again with a fresh timestamp")
+	require.Equal(t, "unauthorized", p.Error.Code)
+}
+
+// A POST must say it is JSON: a browser's cross-site form (text/plain,
+// application/x-www-form-urlencoded) cannot then post an event to an
+// unsigned dev intake.
+func TestAPostMustBeJSON(t *testing.T) {
+	t.Parallel()
+	h := New(starter.New(nil), Config{})
+	bad := strings.Replace(event, "+31612345678", "0612345678", 1)
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonp"} {
+		code, p := post(t, h, bad, map[string]string{"Content-Type": ct})
+		require.Equal(t, http.StatusUnsupportedMediaType, code, "Content-Type %q", ct)
+		require.Equal(t, "content_type", p.Error.Code)
+		require.Contains(t, p.Error.Message, "Content-Type: application/json")
+	}
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
+		code, p := post(t, h, bad, map[string]string{"Content-Type": ct})
+		require.Equal(t, http.StatusBadRequest, code, "Content-Type %q: on to the event's checks", ct)
+		require.Equal(t, "to", p.Error.Field)
+	}
+}
+
+// Behind a named proxy, each client is keyed by the address the proxy
+// added to X-Forwarded-For (the last one: those before it are the
+// client's own word), and a request that comes around the proxy is
+// refused; loopback (a health check) is always let in.
+func TestBehindAProxyClientsAreKeyedByTheForwardedAddress(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	_, proxies, err := net.ParseCIDR("10.1.0.0/16")
+	require.NoError(t, err)
+	h := New(starter.New(nil), Config{RatePerMinute: 60, Proxies: []*net.IPNet{proxies}, Now: func() time.Time { return now }})
+	from := func(remote, xff string) int {
+		req := httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader("{"))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = remote
+		if xff != "" {
+			req.Header.Set("X-Forwarded-For", xff)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := 0; i < 6; i++ {
+		require.Equal(t, http.StatusBadRequest, from("10.1.0.5:4000", "203.0.113.7"), "request %d of the burst", i)
+	}
+	require.Equal(t, http.StatusTooManyRequests, from("10.1.0.5:4000", "203.0.113.7"), "the client's rate, not the proxy's")
+	require.Equal(t, http.StatusTooManyRequests, from("10.1.0.6:4000", "198.51.100.1, 203.0.113.7"), "a forged first hop does not make another client")
+	require.Equal(t, http.StatusBadRequest, from("10.1.0.5:4000", "203.0.113.8"), "another client behind the same proxy")
+	require.Equal(t, http.StatusForbidden, from("192.0.2.10:4000", "203.0.113.9"), "around the proxy")
+	require.Equal(t, http.StatusBadRequest, from("127.0.0.1:4000", ""), "loopback")
 }
 
 // GET /v1/events/{key} shows a run's recipient (masked) and timeline: with
@@ -106,7 +251,7 @@ func TestSignatureIsRequiredWhenASecretIsSet(t *testing.T) {
 func TestReadingARunIsSignedToo(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	h := New(starter.New(nil), Config{Secret: "shared-secret", Now: func() time.Time { return now }})
+	h := New(starter.New(nil), Config{Secrets: []logging.Secret{"shared-secret"}, Now: func() time.Time { return now }})
 	get := func(path string, header map[string]string) (int, Problem) {
 		return do(h, http.MethodGet, path, "", header)
 	}
@@ -126,6 +271,7 @@ func TestEachClientHasARate(t *testing.T) {
 	h := New(starter.New(nil), Config{RatePerMinute: 60, Now: func() time.Time { return now }})
 	from := func(addr string) int {
 		req := httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader("{"))
+		req.Header.Set("Content-Type", "application/json")
 		req.RemoteAddr = addr
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -301,7 +447,9 @@ func postExisting(t *testing.T, f *fakeTemporal) (int, starter.Result) {
 	t.Helper()
 	h := New(starter.New(f), Config{})
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader(event)))
+	req := httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader(event))
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(rec, req)
 	var res starter.Result
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res), rec.Body.String())
 	return rec.Code, res

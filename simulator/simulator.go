@@ -11,6 +11,8 @@
 package simulator
 
 import (
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -422,4 +424,25 @@ func dropConnection(w http.ResponseWriter) {
 
 func sortedByCreated(ms []*Message) {
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].CreatedAt.Before(ms[j].CreatedAt) })
+}
+
+// Credentials are the access key and token a simulator accepts. A
+// harness that runs production-mode workers against a simulator gives
+// both the same fresh ones: a worker outside dev mode refuses the
+// published defaults (DefaultBirdAccessKey, DefaultSendyToken).
+type Credentials struct{ BirdAccessKey, SendyToken string }
+
+// NewCredentials makes random credentials.
+func NewCredentials() Credentials {
+	r := func() string {
+		b := make([]byte, 16)
+		_, _ = crand.Read(b) // never fails (crypto/rand)
+		return hex.EncodeToString(b)
+	}
+	return Credentials{BirdAccessKey: r(), SendyToken: r()}
+}
+
+// Env is c as the environment of smssim and of a worker.
+func (c Credentials) Env() []string {
+	return []string{"BIRD_ACCESS_KEY=" + c.BirdAccessKey, "SENDY_TOKEN=" + c.SendyToken}
 }

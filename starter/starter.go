@@ -106,15 +106,31 @@ func New(c client.Client, opts ...Option) *Starter {
 // Send validates the event and starts its run, or finds the run that
 // already exists for it.
 func (s *Starter) Send(ctx context.Context, e Event) (Result, error) {
+	return s.SendRequest(ctx, e, "")
+}
+
+// SendRequest is Send for a caller that can tell one request from its
+// repeats (the HTTP intake, by the request's signature): requestID names
+// the start request to Temporal, so the same requestID again is answered
+// as the first was, Started true, while its run is the event's current
+// one. An empty requestID is a new request each call.
+func (s *Starter) SendRequest(ctx context.Context, e Event, requestID string) (Result, error) {
 	plan, err := Validate(e, s.now())
 	if err != nil {
 		return Result{}, err
 	}
-	return s.Start(ctx, plan)
+	return s.start(ctx, plan, requestID)
 }
 
 // Start starts a validated plan. See Send.
 func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
+	return s.start(ctx, plan, "")
+}
+
+func (s *Starter) start(ctx context.Context, plan Plan, requestID string) (Result, error) {
+	if requestID == "" {
+		requestID = newRequestID()
+	}
 	in := plan.Input
 	res := Result{Key: in.Key, Text: plan.Text, Warnings: plan.Warnings}
 	dc := converter.GetDefaultDataConverter()
@@ -150,7 +166,7 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 		TaskQueue:                &taskqueuepb.TaskQueue{Name: contract.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
 		Input:                    input,
 		Identity:                 s.identity,
-		RequestId:                newRequestID(),
+		RequestId:                requestID,
 		WorkflowIdReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIdConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		SearchAttributes:         &commonpb.SearchAttributes{IndexedFields: sa},
