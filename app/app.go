@@ -66,6 +66,8 @@ type App struct {
 	HealthURL string
 
 	stopWorkers func()
+	stopPurge   func()
+	purgeDone   chan struct{}
 	intake      *http.Server
 	codec       *http.Server
 	uiURL       atomic.Value // the embedded UI's URL, for the codec server's CORS
@@ -147,10 +149,20 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		return a, nil
 	}
 
-	a.Ledger, err = ledger.Open(ctx, cfg.LedgerPath)
+	// The recipients and texts are sealed with the payload keys, and
+	// removed after the retention.
+	a.Ledger, err = ledger.Open(ctx, cfg.LedgerPath, ledger.WithKeys(cfg.Codec))
 	if err != nil {
 		return nil, err
 	}
+	purgeCtx, stopPurge := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopPurge = stopPurge
+	retention := a.ledgerRetention(ctx)
+	a.purgeDone = make(chan struct{})
+	go func() {
+		defer close(a.purgeDone)
+		a.purgeLedger(purgeCtx, retention)
+	}()
 	a.health.add("ledger", func(ctx context.Context) error {
 		_, err := a.Ledger.Now(ctx) // a query of the ledger's own clock
 		return err
@@ -455,6 +467,10 @@ func (a *App) Stop() error {
 	}
 	if a.Sim != nil {
 		errs = append(errs, a.Sim.Close())
+	}
+	if a.stopPurge != nil {
+		a.stopPurge()
+		<-a.purgeDone
 	}
 	if a.Ledger != nil {
 		errs = append(errs, a.Ledger.Close())

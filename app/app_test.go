@@ -34,6 +34,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/proxy"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -103,6 +104,7 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 		{Config{UIOnly: true, UIFrontend: "temporal"}, "is not HOST:PORT: set TEMPORAL_ADDRESS"},
 		{Config{Dev: true, HealthAddress: "0.0.0.0:8090"}, "the health endpoints listen on loopback only"},
 		{Config{Dev: true, CodecServerAddress: "0.0.0.0:8234"}, "pass --codec-server-in-container"},
+		{Config{Dev: true, LedgerRetention: -time.Hour}, "--ledger-retention -1h0m0s is negative"},
 	} {
 		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want)
 	}
@@ -383,7 +385,16 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	cfg.RateLimits = map[provider.Name]int{provider.Sendy: 0} // a handful of requests
 	cfg.LedgerPath = filepath.Join(dir, "ledger.db")
 	cfg.IntakeAddress = Off
-	cfg.Policies[provider.Sendy] = activities.Policy{StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 200 * time.Millisecond}
+	// A short window, so that an event whose provider is down awaits a
+	// decision within seconds.
+	cfg.AttemptTimeout = 3 * time.Second
+	cfg.Policies[provider.Sendy] = activities.Policy{
+		ReplayWindow: 16 * time.Second, WindowMargin: 3 * time.Second, AttemptTimeout: 3 * time.Second,
+		InitialBackoff: 200 * time.Millisecond, MaxBackoff: time.Second,
+		LateEffectHorizon: activities.ProviderLockLifetime + 3*time.Second,
+		StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 200 * time.Millisecond,
+	}
+	require.NoError(t, sim.AddFault(simulator.Fault{Kind: simulator.Unavailable, Provider: "sendy", Key: "order-4-shipped", Rate: 1}))
 	a, err := Start(ctx, cfg, zap.NewNop())
 	require.NoError(t, err)
 	defer func() { _ = a.Stop() }()
@@ -444,6 +455,25 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 		require.Greater(t, events, 10, key)
 		require.Greater(t, sealed, 5, "%s: sealed payloads in the history", key)
 	}
+	// The ledger keeps the recipient and the text sealed: neither is in
+	// its file in plain, byte for byte.
+	for _, f := range []string{cfg.LedgerPath, cfg.LedgerPath + "-wal"} {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) && strings.HasSuffix(f, "-wal") {
+			continue
+		}
+		require.NoError(t, err)
+		for _, plain := range []string{"972502345678", "Order 1 has shipped"} {
+			require.NotContains(t, string(b), plain, "%s holds %q in plain", f, plain)
+		}
+	}
+	e, err := a.Ledger.Event(ctx, "order-1-shipped")
+	require.NoError(t, err)
+	require.Equal(t, "+972502345678", e.Recipient, "the worker opens it with the keys")
+	ns, err := a.Client.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+	require.NoError(t, err)
+	require.Equal(t, ns.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(), a.ledgerRetention(ctx), "the ledger keeps personal fields as long as the namespace keeps runs")
+
 	// Without the keys the result cannot be read; with them it can.
 	var plainRes contract.Result
 	require.Error(t, raw.GetWorkflow(ctx, "order-1-shipped", "").Get(ctx, &plainRes))
@@ -462,6 +492,37 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	require.Empty(t, sim.Messages(simulator.Filter{Key: "order-3-shipped"}), "nothing was sent")
 	_, err = a.Ledger.Event(ctx, "order-3-shipped")
 	require.ErrorIs(t, err, ledger.ErrNotFound, "nothing was claimed")
+
+	// Nor decide: a plain cancel signal to a run awaiting a decision is
+	// refused in its timeline, and the run keeps waiting; the same
+	// decision sealed (smsctl, the starter) is applied.
+	st := starter.New(a.Client)
+	_, err = st.Send(ctx, starter.Event{Key: "order-4-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 4 has shipped."})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, err := st.Status(ctx, "order-4-shipped")
+		return err == nil && s.State == contract.AwaitingDecision
+	}, 90*time.Second, 250*time.Millisecond, "the run awaits a decision once its window closed")
+	require.NoError(t, raw.SignalWorkflow(ctx, "order-4-shipped", "", contract.ActionCancel, map[string]string{"reason": "not ours", "by": "mallory"}))
+	require.Eventually(t, func() bool {
+		s, err := st.Status(ctx, "order-4-shipped")
+		if err != nil {
+			return false
+		}
+		for _, e := range s.Timeline {
+			if strings.Contains(e.Text, "refused a cancel signal from someone") && strings.Contains(e.Text, "unsealed") {
+				return s.State == contract.AwaitingDecision
+			}
+		}
+		return false
+	}, 30*time.Second, 250*time.Millisecond, "the plain signal is refused where a person sees it")
+	_, err = st.Decide(ctx, "order-4-shipped", contract.Decision{Action: contract.ActionCancel, Reason: "test", By: "tester"})
+	require.NoError(t, err)
+	r4, err := st.Wait(ctx, "order-4-shipped")
+	if err != nil {
+		r4, _ = contract.ResultFromError(err) // a cancelled run ends as a failure carrying its result
+	}
+	require.Equal(t, contract.Cancelled, r4.State, "the sealed decision is applied: %v", err)
 }
 
 // The dev stack with everything on: the banner names each part, the

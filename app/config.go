@@ -105,6 +105,9 @@ type Config struct {
 	// of a fleet) or a SQLite file (one host); default $SMSORCH_LEDGER,
 	// else DataDir/ledger.db.
 	LedgerPath string
+	// LedgerRetention is how long the ledger keeps the recipient and the
+	// text of a settled event (sealed); 0: the namespace's retention.
+	LedgerRetention time.Duration
 	// IntakeAddress serves the HTTP event intake; default 127.0.0.1:8080,
 	// "off" for none.
 	IntakeAddress string
@@ -302,6 +305,9 @@ func (c Config) Validate() error {
 		return errors.Join(append(errs, c.validateCodec(), c.validateHealth())...)
 	}
 	errs := []error{c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets()}
+	if c.LedgerRetention < 0 {
+		errs = append(errs, fmt.Errorf("--ledger-retention %s is negative: give how long the ledger keeps a settled event's recipient and text, like 720h, or 0 for the namespace's retention", c.LedgerRetention))
+	}
 	if !c.Dev && c.Codec == nil && c.codecErr == nil && !c.PlaintextPayloads {
 		errs = append(errs, fmt.Errorf("outside dev mode recipients and texts are encrypted before they reach Temporal: set %s (make a key with `smsctl codec-key`) or %s, or pass --plaintext-payloads to keep them in plain text", codec.EnvKeys, codec.EnvKeyFile))
 	}
@@ -473,6 +479,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.UIAddress, "ui", defaults.UIAddress, `dev, server-only and ui-only modes: the Temporal web UI address, or "off"`)
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
 	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
+	fs.DurationVar(&c.LedgerRetention, "ledger-retention", 0, "how long the ledger keeps the recipient and text of a settled event (sealed with the payload keys); 0: as long as the namespace keeps its runs (30 days by default). Keys, message ids, times and outcomes stay for the audit")
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
 	fs.BoolVar(&c.AcceptUnsealed, "accept-unsealed", false, "outside dev mode, act on runs and decisions that reach the worker unsealed (started before "+codec.EnvKeys+" was set): give it to every worker until those runs end; without it they fail before sending")
 	fs.BoolVar(&c.PlaintextPayloads, "plaintext-payloads", false, "outside dev mode, run without "+codec.EnvKeys+": recipients and texts then stand in plain text in Temporal")

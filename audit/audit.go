@@ -14,11 +14,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/reconcile"
+	"github.com/acme/smsorch/sms"
 )
 
 // Report is the audit of one event.
@@ -152,8 +154,8 @@ func contains(xs []string, x string) bool {
 
 const stamp = "2006-01-02T15:04:05.000Z07:00"
 
-// WriteText prints the report for a person. It shows the full number: it
-// is for the operator's terminal and the provider's support, not for logs.
+// WriteText prints the report for a person, as it is: Masked first
+// hides the number and the text, which only a support request needs.
 func (r Report) WriteText(w io.Writer) error {
 	e := r.Event
 	var b strings.Builder
@@ -258,4 +260,32 @@ func yes(b bool) string {
 		return "yes"
 	}
 	return ""
+}
+
+// Masked is the report without the personal data: the recipient masked
+// (sms.MaskPhone) wherever it appears, and the texts replaced by their
+// length. It is what `smsctl audit` prints unless asked to --reveal.
+func (r Report) Masked() Report {
+	hide := func(text string) string {
+		if text == "" || text == ledger.Hidden {
+			return text
+		}
+		return fmt.Sprintf("(%d characters: --reveal shows the text)", utf8.RuneCountInString(text))
+	}
+	r.Event.Recipient = maskedTo(r.Event.Recipient)
+	r.Event.Text = hide(r.Event.Text)
+	msgs := make([]provider.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		m.To, m.Text = maskedTo(m.To), hide(m.Text)
+		msgs[i] = m
+	}
+	r.Messages = msgs
+	return r
+}
+
+func maskedTo(to string) string {
+	if to == "" || to == ledger.Hidden {
+		return to
+	}
+	return sms.MaskPhone(to)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acme/smsorch/audit"
+	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devmode"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
@@ -24,6 +25,7 @@ const devSimulator = "http://127.0.0.1:8299"
 
 func (c *cmd) auditCommand() *cobra.Command {
 	var ledgerPath, simURL string
+	var reveal bool
 	var bc bird.Config
 	var sc sendy.Config
 	cmd := &cobra.Command{
@@ -52,7 +54,18 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 					return usageError("no ledger at %s: give the worker's --ledger file (%v)", ledgerPath, err)
 				}
 			}
-			led, err := ledger.Open(ctx, ledgerPath)
+			// The ledger's recipients and texts are sealed with the payload
+			// keys: with them they open (shown masked unless --reveal), and
+			// without them they read as sealed.
+			keys, err := codec.FromEnv(c.getenv)
+			if err != nil {
+				return err
+			}
+			opt := ledger.HideSealed()
+			if keys != nil {
+				opt = ledger.WithKeys(keys)
+			}
+			led, err := ledger.Open(ctx, ledgerPath, opt)
 			if err != nil {
 				return err
 			}
@@ -60,6 +73,9 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 			e, err := led.Event(ctx, key)
 			if err != nil {
 				return err
+			}
+			if reveal && e.Recipient == ledger.Hidden {
+				return usageError("--reveal shows the recipient and the text, which the ledger keeps sealed: give the payload keys (%s or %s)", codec.EnvKeys, codec.EnvKeyFile)
 			}
 			secret := func(k string) logging.Secret { v, _ := c.env.LookupEnv(k); return logging.Secret(v) }
 			clients := map[provider.Name]provider.Client{}
@@ -107,9 +123,9 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 					}
 					switch p {
 					case provider.Bird:
-						clients[p], err = bird.New(devmode.BirdConfig(simURL, "", 0))
+						clients[p], err = bird.New(devmode.BirdConfig(simURL, secret("BIRD_ACCESS_KEY").Reveal(), 0))
 					case provider.Sendy:
-						clients[p], err = sendy.New(devmode.SendyConfig(simURL, "", "", 0))
+						clients[p], err = sendy.New(devmode.SendyConfig(simURL, secret("SENDY_TOKEN").Reveal(), "", 0))
 					default:
 						continue
 					}
@@ -127,11 +143,15 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 			if err != nil {
 				return err
 			}
+			if !reveal {
+				r = r.Masked()
+			}
 			c.print(r, func(w io.Writer) { _ = r.WriteText(w) })
 			return nil
 		},
 	}
 	f := cmd.Flags()
+	f.BoolVar(&reveal, "reveal", false, "show the recipient and the text in full (for a support request); needs the payload keys, which open them in the ledger")
 	f.StringVar(&ledgerPath, "ledger", "", "the worker's ledger: a SQLite file or a postgres:// DSN (default $SMSORCH_LEDGER, else .smsorch/ledger.db)")
 	f.StringVar(&simURL, "simulator", "", "the dev-mode provider simulator (default "+devSimulator+" when the ledger is the dev one, .smsorch/ledger.db)")
 	f.StringVar(&bc.BaseURL, "bird-url", "", "Bird's API (access key from BIRD_ACCESS_KEY)")

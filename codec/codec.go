@@ -22,9 +22,12 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -67,6 +70,7 @@ type Keyring struct {
 	aeads    map[string]cipher.AEAD
 	ids      []string
 	raw      map[string]string // id → the key as given, for ParseKeyFile
+	macKeys  map[string][]byte // id → the key of MAC, derived from the key
 	examples []string          // ids of keys that were published as examples
 }
 
@@ -154,7 +158,7 @@ func newKeyring(pairs [][2]string) (*Keyring, error) {
 	if len(pairs) == 0 {
 		return nil, errors.New("codec: no key given")
 	}
-	k := &Keyring{aeads: map[string]cipher.AEAD{}, raw: map[string]string{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, raw: map[string]string{}, macKeys: map[string][]byte{}}
 	for _, p := range pairs {
 		id, enc := p[0], p[1]
 		if !keyIDPattern.MatchString(id) {
@@ -181,6 +185,9 @@ func newKeyring(pairs [][2]string) (*Keyring, error) {
 			k.examples = append(k.examples, id)
 		}
 		k.raw[id] = enc
+		derive := hmac.New(sha256.New, raw)
+		derive.Write([]byte("smsorch fingerprint key v1"))
+		k.macKeys[id] = derive.Sum(nil)
 		block, err := aes.NewCipher(raw)
 		if err != nil {
 			return nil, fmt.Errorf("codec: key %s: %w", id, err)
@@ -327,4 +334,82 @@ func copyRequest(ctx context.Context, method string, req, reply any, cc *grpc.Cl
 		req = proto.Clone(m)
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// Sealed strings: personal data kept outside Temporal (the ledger's
+// recipients and texts) under the same keys as the payloads.
+const (
+	sealedPrefix = "sealed:v1:"
+	macPrefix    = "hmac:"
+)
+
+// IsSealedString reports whether s was made by SealString.
+func IsSealedString(s string) bool { return strings.HasPrefix(s, sealedPrefix) }
+
+// SealString seals plain under the current key, bound to context (a
+// column's name, say, so a value cannot be moved to another column):
+// "sealed:v1:<key id>:<base64>".
+func (k *Keyring) SealString(plain, context string) (string, error) {
+	aead := k.aeads[k.current]
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", fmt.Errorf("codec: %w", err)
+	}
+	sealed := aead.Seal(nonce, nonce, []byte(plain), []byte(k.current+"\x00"+context))
+	return sealedPrefix + k.current + ":" + base64.RawStdEncoding.EncodeToString(sealed), nil
+}
+
+// OpenString opens what SealString sealed with any key of the ring.
+func (k *Keyring) OpenString(s, context string) (string, error) {
+	rest, ok := strings.CutPrefix(s, sealedPrefix)
+	if !ok {
+		return "", errors.New("codec: not a sealed value")
+	}
+	id, enc, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", errors.New("codec: a sealed value without its key id")
+	}
+	aead, ok := k.aeads[id]
+	if !ok {
+		return "", fmt.Errorf("%w (key id %q; this process has %s): add that key to the ring", ErrUnknownKey, id, strings.Join(k.ids, ", "))
+	}
+	data, err := base64.RawStdEncoding.DecodeString(enc)
+	if err != nil || len(data) < aead.NonceSize() {
+		return "", fmt.Errorf("codec: a value sealed with key %s is damaged", id)
+	}
+	plain, err := aead.Open(nil, data[:aead.NonceSize()], data[aead.NonceSize():], []byte(id+"\x00"+context))
+	if err != nil {
+		return "", fmt.Errorf("codec: a value sealed with key %s does not open: it was altered or moved, or the key is not the one that sealed it", id)
+	}
+	return string(plain), nil
+}
+
+// MAC is a keyed fingerprint of data under the current key, for
+// comparing values that must not be guessable from what is stored (a
+// one-time code's request bytes): "hmac:<key id>:<hex>". Its key is
+// derived from the sealing key, never the key itself.
+func (k *Keyring) MAC(data []byte) string {
+	return macPrefix + k.current + ":" + hex.EncodeToString(k.mac(k.current, data))
+}
+
+// MACMatches reports whether stored (from MAC, under any key of the
+// ring) is data's fingerprint. ok is false when stored is not a MAC or
+// its key is not in the ring.
+func (k *Keyring) MACMatches(stored string, data []byte) (match, ok bool) {
+	rest, isMAC := strings.CutPrefix(stored, macPrefix)
+	id, sum, cut := strings.Cut(rest, ":")
+	if !isMAC || !cut || k.macKeys[id] == nil {
+		return false, false
+	}
+	want, err := hex.DecodeString(sum)
+	if err != nil {
+		return false, false
+	}
+	return hmac.Equal(want, k.mac(id, data)), true
+}
+
+func (k *Keyring) mac(id string, data []byte) []byte {
+	m := hmac.New(sha256.New, k.macKeys[id])
+	m.Write(data)
+	return m.Sum(nil)
 }

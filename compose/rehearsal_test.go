@@ -216,6 +216,27 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	_ = pre.Body.Close()
 	require.Equal(t, uiURL, pre.Header.Get("Access-Control-Allow-Origin"), "the codec server allows the UI's origin")
 
+	// The ledger holds the event, its recipient and text sealed: no row
+	// of any of its tables has them in plain.
+	ledgerConn, err := pgx.Connect(ctx, ledgerDSN)
+	require.NoError(t, err)
+	var rows int
+	for _, table := range []string{"events", "attempts", "switches"} {
+		r, err := ledgerConn.Query(ctx, `SELECT row_to_json(t)::text FROM `+table+` t`)
+		require.NoError(t, err)
+		for r.Next() {
+			var row string
+			require.NoError(t, r.Scan(&row))
+			rows++
+			for _, plain := range []string{"31612345678", "Order 58213 has shipped"} {
+				require.NotContains(t, row, plain, "a %s row of the ledger holds %q in plain", table, plain)
+			}
+		}
+		require.NoError(t, r.Err())
+	}
+	_ = ledgerConn.Close(ctx)
+	require.Greater(t, rows, 1, "the event and its attempt are in the ledger")
+
 	// The stack's connections stay well inside PostgreSQL's default 100.
 	var conns int
 	conn, err := pgx.Connect(ctx, admin)

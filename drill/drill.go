@@ -250,6 +250,11 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	}
 	d.logf("every run ended; collecting results and posting every event once more")
 	d.collectResults(ctx)
+	d.logf("searching the runs' timelines and smsctl's output for a recipient in full")
+	leaks, err := d.plainInRuns(ctx)
+	if err != nil {
+		return Summary{}, nil, err
+	}
 	d.stopWorkers()
 	if err := d.countMessages(ctx); err != nil {
 		return Summary{}, nil, err
@@ -257,11 +262,18 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	if err := d.auditAll(ctx); err != nil {
 		return Summary{}, nil, err
 	}
+	d.logf("searching the logs and the ledger for a recipient in full")
+	atRest, err := d.plainAtRest(ctx)
+	if err != nil {
+		return Summary{}, nil, err
+	}
+	leaks = append(leaks, atRest...)
 	outs := make([]Outcome, len(d.events))
 	for i, e := range d.events {
 		outs[i] = e.out
 	}
 	s := Summarize(cfg.Seed, len(d.killed), outs)
+	s.PlainRecipients = leaks
 	s.Topology, s.KillsDone = d.describe(), d.killed
 	if cfg.Postgres != "" && len(s.Violations()) == 0 {
 		// A drill that kept every promise leaves nothing to inspect.
@@ -746,7 +758,7 @@ func (d *drill) countMessages(ctx context.Context) error {
 // auditAll runs the audit (ledger beside the provider's records) for
 // every event, as smsctl audit does.
 func (d *drill) auditAll(ctx context.Context) error {
-	led, err := ledger.Open(ctx, d.ledger)
+	led, err := ledger.Open(ctx, d.ledger, ledger.WithKeys(d.keys))
 	if err != nil {
 		return fmt.Errorf("drill: open the ledger: %w", err)
 	}

@@ -83,8 +83,11 @@ func (o Outcome) unknownToRun() []string {
 
 // Summary is the drill's table: the counts, and every violation by key.
 type Summary struct {
-	Seed   uint64 `json:"seed"`
-	Events int    `json:"events"`
+	Seed uint64 `json:"seed"`
+	// PlainRecipients are the places where a recipient stood in full: a
+	// log file, the ledger, a run's timeline, smsctl's output.
+	PlainRecipients []string `json:"plainRecipients,omitempty"`
+	Events          int      `json:"events"`
 	// Topology says what ran: one dev process, or the cluster.
 	Topology string `json:"topology"`
 	Kills    int    `json:"kills"`
@@ -227,6 +230,7 @@ func (s Summary) Violations() []string {
 	add("events that started more than one run", s.SecondStarts)
 	add("starts after the run had settled that started a new run", s.StartedAfterSettled)
 	add("runs awaiting a decision as unknown that never sent", s.UnknownButUnsent)
+	add("places that show a recipient in full", s.PlainRecipients)
 	if s.StartsFailed > 0 {
 		// A client that could not hand its event over may have lost it.
 		out = append(out, fmt.Sprintf("posts never answered within their retries: %d", s.StartsFailed))
@@ -276,5 +280,6 @@ func (s Summary) Print(w io.Writer) {
 	row("EVENTS STARTED TWICE", len(s.SecondStarts))
 	row("NEW RUNS AFTER SETTLED", len(s.StartedAfterSettled))
 	row("UNKNOWN BUT NEVER SENT", len(s.UnknownButUnsent))
+	row("RECIPIENTS IN FULL (logs, ledger, timelines, smsctl)", len(s.PlainRecipients))
 	_ = tw.Flush()
 }

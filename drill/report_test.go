@@ -2,6 +2,7 @@ package drill
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +10,7 @@ import (
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/starter"
 )
 
 func msg(id, key, status string) simulator.Message {
@@ -114,4 +116,18 @@ func TestSummarizeCountsResetsRotationsAndUnknownButUnsent(t *testing.T) {
 	var b bytes.Buffer
 	s.Print(&b)
 	require.Contains(t, b.String(), "UNKNOWN BUT NEVER SENT")
+}
+
+// The search for recipients in full finds a number however it is
+// written around, and not its masked form.
+func TestTheSearchForRecipientsFindsThemInFull(t *testing.T) {
+	t.Parallel()
+	d := &drill{events: []*event{{e: starter.Event{To: "+31612345678"}}, {e: starter.Event{To: "+972501234567"}}}}
+	var found []string
+	d.look(&found, "a log", []byte(`{"to":"+31…78","msg":"sent"}`))
+	require.Empty(t, found, "masked")
+	d.look(&found, "a log", []byte(`{"msg":"provider refused 972501234567"}`))
+	require.Equal(t, []string{"a log (+97…)"}, found)
+	s := Summary{PlainRecipients: found}
+	require.Contains(t, strings.Join(s.Violations(), "\n"), "places that show a recipient in full: 1 (a log (+97…))")
 }

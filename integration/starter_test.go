@@ -262,7 +262,14 @@ func TestTheCLISendsReportsAndAudits(t *testing.T) {
 	code, out, errOut = smsctl(t, "audit", "order-"+id+"-shipped", "--ledger", stack.Config.LedgerPath, "--simulator", sim().URL)
 	require.Equal(t, cli.ExitOK, code, errOut)
 	require.Contains(t, out, "PROVEN DUPLICATE SEND")
-	require.Contains(t, out, "Destination:     +31612345678")
+	require.Contains(t, out, "Destination:     +31…78", "masked unless --reveal")
+	require.NotContains(t, out, "31612345678")
+	code, out, errOut = smsctl(t, "--json", "audit", "order-"+id+"-shipped", "--ledger", stack.Config.LedgerPath, "--simulator", sim().URL)
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.NotContains(t, out, "31612345678", "the JSON too")
+	code, out, errOut = smsctl(t, "audit", "order-"+id+"-shipped", "--ledger", stack.Config.LedgerPath, "--simulator", sim().URL, "--reveal")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Contains(t, out, "Destination:     +31612345678", "for a support request")
 	require.Contains(t, errOut, "asked the dev simulator (as bird) at "+sim().URL, "the audit says whom it asked")
 	// A ledger given, no provider API and no simulator: refused, not
 	// answered from the simulator.

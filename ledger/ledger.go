@@ -225,11 +225,11 @@ func settleRank(outcome, messageID string) int {
 
 // Open opens the ledger at addr: a postgres:// DSN for the ledger a
 // fleet of workers shares, or a SQLite file for one host.
-func Open(ctx context.Context, addr string) (Ledger, error) {
+func Open(ctx context.Context, addr string, opts ...Option) (Ledger, error) {
 	if IsPostgresDSN(addr) {
-		return OpenPostgres(ctx, addr)
+		return OpenPostgres(ctx, addr, opts...)
 	}
-	return OpenSQLite(ctx, addr)
+	return OpenSQLite(ctx, addr, opts...)
 }
 
 // Ledger stores events and attempts. Implementations are safe for
@@ -279,6 +279,12 @@ type Ledger interface {
 	RecordSwitch(ctx context.Context, sw Switch) error
 	// Switches lists the event's moves, oldest first.
 	Switches(ctx context.Context, eventKey string) ([]Switch, error)
+	// Purge removes the personal fields (recipient, text, request
+	// fingerprints) of the events settled before settledBefore, keeping
+	// their keys, message ids, times, outcomes and reasons for the audit,
+	// and returns how many events it purged. A claim of a purged event's
+	// key finds it settled and sends nothing.
+	Purge(ctx context.Context, settledBefore time.Time) (int64, error)
 	// Close releases the store.
 	Close() error
 }

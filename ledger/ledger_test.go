@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -68,12 +69,17 @@ func contract(t *testing.T, open func(t *testing.T) Ledger, dbClock bool) {
 		_, err := l.Claim(ctx, event)
 		require.NoError(t, err)
 		for want, mutate := range map[string]func(*Event){
-			"another recipient": func(e *Event) { e.Recipient = "+31699999999" },
-			"another text":      func(e *Event) { e.Text = "Order 58213 was cancelled." },
-			"another provider":  func(e *Event) { e.Provider = "sendy" },
-			"another sender":    func(e *Event) { e.Sender = "Other" },
-			"other request bytes (stored sha256:abc, now sha256:abd)": func(e *Event) { e.Fingerprint = "abd" },
+			"another recipient":   func(e *Event) { e.Recipient = "+31699999999" },
+			"another text":        func(e *Event) { e.Text = "Order 58213 was cancelled." },
+			"another provider":    func(e *Event) { e.Provider = "sendy" },
+			"another sender":      func(e *Event) { e.Sender = "Other" },
+			"other request bytes": func(e *Event) { e.Fingerprint = "abd" },
 		} {
+			if want == "other request bytes" {
+				// As stored: the bare sha256 without keys, else keyed.
+				p := protectorOf(l)
+				want = fmt.Sprintf("other request bytes (stored %s, now %s)", short(p.fingerprint("abc")), short(p.fingerprint("abd")))
+			}
 			other := event
 			mutate(&other)
 			c, err := l.Claim(ctx, other)
@@ -140,6 +146,10 @@ func contract(t *testing.T, open func(t *testing.T) Ledger, dbClock bool) {
 					want.EndedAt = got[i].EndedAt
 				}
 			}
+		}
+		for i, want := range []*Attempt{&a1, &a2, &resend} {
+			require.True(t, protectorOf(l).sameFingerprint(got[i].Fingerprint, want.Fingerprint))
+			want.Fingerprint = protectorOf(l).fingerprint(want.Fingerprint) // as stored
 		}
 		require.Equal(t, a1, got[0])
 		require.True(t, got[1].Open(), "the cut-off attempt stays as evidence")
@@ -334,6 +344,17 @@ func firstSettleWins(t *testing.T, open func(t *testing.T) Ledger) {
 func TestSQLiteFirstSettleWins(t *testing.T) {
 	t.Parallel()
 	firstSettleWins(t, openSQLite)
+}
+
+// protectorOf is the store's protector (nil keys: values as given).
+func protectorOf(l Ledger) *protector {
+	switch s := l.(type) {
+	case *SQLite:
+		return s.protect
+	case *Postgres:
+		return s.protect
+	}
+	panic(fmt.Sprintf("a ledger of type %T", l))
 }
 
 func openSQLite(t *testing.T) Ledger {

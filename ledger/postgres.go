@@ -83,9 +83,10 @@ const migrationLock = 0x736d736f7263 // "smsorc"
 // read, attempt times come from the database clock, an attempt is written
 // only while its run holds the event, and the first settle wins.
 type Postgres struct {
-	pool *pgxpool.Pool
-	desc string
-	id   string
+	pool    *pgxpool.Pool
+	desc    string
+	id      string
+	protect *protector
 }
 
 var _ Ledger = (*Postgres)(nil)
@@ -101,7 +102,11 @@ const DefaultPostgresPoolSize = 8
 
 // OpenPostgres connects to the database at dsn and applies the
 // migrations it lacks.
-func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
+func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Postgres, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: the Postgres address is not a valid DSN (write postgres://user@host:5432/dbname): %w", err)
@@ -111,7 +116,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 		// share one PostgreSQL, whose default is 100 connections.
 		cfg.MaxConns = DefaultPostgresPoolSize
 	}
-	p := &Postgres{desc: logging.RedactDSN(dsn)}
+	p := &Postgres{desc: logging.RedactDSN(dsn), protect: &protector{keys: o.keys, hideSealed: o.hideSealed}}
 	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("ledger: connect to %s: %w", p.desc, err)
 	}
@@ -122,6 +127,10 @@ func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 	if err := p.pool.QueryRow(ctx, `SELECT id FROM ledger_identity`).Scan(&p.id); err != nil {
 		p.pool.Close()
 		return nil, fmt.Errorf("ledger: read the identity of %s: %w", p.desc, err)
+	}
+	if err := p.sealExisting(ctx); err != nil {
+		p.pool.Close()
+		return nil, err
 	}
 	return p, nil
 }
@@ -191,6 +200,14 @@ const pgEventColumns = `key, provider, recipient, sender, body_text, fingerprint
 	outcome, outcome_reason, message_id, settled_at,
 	(SELECT MIN(started_at) FROM attempts WHERE send_key = events.key), message_ids, findings`
 
+func (p *Postgres) scanEvent(row pgx.Row, key string) (Event, error) {
+	e, err := scanEvent(row, key)
+	if err != nil {
+		return e, err
+	}
+	return p.protect.open(e)
+}
+
 func scanEvent(row pgx.Row, key string) (Event, error) {
 	var e Event
 	var settled, first *time.Time
@@ -219,13 +236,17 @@ func scanEvent(row pgx.Row, key string) (Event, error) {
 func (p *Postgres) Claim(ctx context.Context, e Event) (Claim, error) {
 	var out Claim
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO events (key, provider, recipient, sender, body_text, fingerprint, workflow_id, run_id, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO NOTHING`,
-			e.Key, e.Provider, e.Recipient, e.Sender, e.Text, e.Fingerprint, e.WorkflowID, e.RunID, e.CreatedAt)
+		w, err := p.protect.seal(e)
 		if err != nil {
 			return fmt.Errorf("ledger: claim %s: %w", e.Key, err)
 		}
-		stored, err := scanEvent(tx.QueryRow(ctx, `SELECT `+pgEventColumns+` FROM events WHERE key = $1 FOR UPDATE`, e.Key), e.Key)
+		tag, err := tx.Exec(ctx, `INSERT INTO events (key, provider, recipient, sender, body_text, fingerprint, workflow_id, run_id, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO NOTHING`,
+			w.Key, w.Provider, w.Recipient, w.Sender, w.Text, w.Fingerprint, w.WorkflowID, w.RunID, w.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("ledger: claim %s: %w", e.Key, err)
+		}
+		stored, err := p.scanEvent(tx.QueryRow(ctx, `SELECT `+pgEventColumns+` FROM events WHERE key = $1 FOR UPDATE`, e.Key), e.Key)
 		if err != nil {
 			return err
 		}
@@ -233,7 +254,7 @@ func (p *Postgres) Claim(ctx context.Context, e Event) (Claim, error) {
 		if out.Created {
 			return nil
 		}
-		if err := compare(stored, e); err != nil {
+		if err := compare(stored, e, p.protect); err != nil {
 			return err
 		}
 		if !stored.Settled() && stored.RunID != e.RunID {
@@ -249,7 +270,7 @@ func (p *Postgres) Claim(ctx context.Context, e Event) (Claim, error) {
 
 // Event implements Ledger.
 func (p *Postgres) Event(ctx context.Context, key string) (Event, error) {
-	return scanEvent(p.pool.QueryRow(ctx, `SELECT `+pgEventColumns+` FROM events WHERE key = $1`, key), key)
+	return p.scanEvent(p.pool.QueryRow(ctx, `SELECT `+pgEventColumns+` FROM events WHERE key = $1`, key), key)
 }
 
 // BeginAttempt implements Ledger. The start time is the database's; the
@@ -260,7 +281,7 @@ func (p *Postgres) BeginAttempt(ctx context.Context, a Attempt) error {
 	tag, err := p.pool.Exec(ctx, `INSERT INTO attempts (event_key, send_key, run_id, attempt, fingerprint)
 		SELECT $1, $2, $3, $4, $5 FROM events WHERE key = $1 AND run_id = $3 FOR SHARE
 		ON CONFLICT (send_key, run_id, attempt) DO NOTHING`,
-		a.EventKey, a.SendKey, a.RunID, a.Number, a.Fingerprint)
+		a.EventKey, a.SendKey, a.RunID, a.Number, p.protect.fingerprint(a.Fingerprint))
 	if err != nil {
 		return fmt.Errorf("ledger: record the start of attempt %d of %s: %w", a.Number, a.SendKey, err)
 	}
@@ -352,7 +373,7 @@ func (p *Postgres) Record(ctx context.Context, key string, messageIDs, findings 
 		return Event{}, fmt.Errorf("ledger: record the findings of %s: %w", key, err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	e, err := scanEvent(tx.QueryRow(ctx, `SELECT `+pgEventColumns+` FROM events WHERE key = $1 FOR UPDATE`, key), key)
+	e, err := p.scanEvent(tx.QueryRow(ctx, `SELECT `+pgEventColumns+` FROM events WHERE key = $1 FOR UPDATE`, key), key)
 	if err != nil {
 		return Event{}, err
 	}
@@ -393,4 +414,72 @@ func (p *Postgres) Switches(ctx context.Context, eventKey string) ([]Switch, err
 		out = append(out, sw)
 	}
 	return out, rows.Err()
+}
+
+// sealExisting seals the rows written without keys (or before keys were
+// given), under the migration lock, so two workers starting together
+// seal each row once.
+func (p *Postgres) sealExisting(ctx context.Context) error {
+	if p.protect.keys == nil {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+			return fmt.Errorf("ledger: lock %s to seal its rows: %w", p.desc, err)
+		}
+		rows, err := tx.Query(ctx, `SELECT key, recipient, body_text, fingerprint FROM events
+			WHERE recipient NOT LIKE 'sealed:%' AND NOT (outcome != '' AND recipient = '' AND body_text = '' AND fingerprint = '')`)
+		if err != nil {
+			return fmt.Errorf("ledger: find the rows to seal: %w", err)
+		}
+		plain, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+			var e Event
+			return e, r.Scan(&e.Key, &e.Recipient, &e.Text, &e.Fingerprint)
+		})
+		if err != nil {
+			return fmt.Errorf("ledger: find the rows to seal: %w", err)
+		}
+		for _, e := range plain {
+			w, err := p.protect.seal(e)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE events SET recipient = $1, body_text = $2, fingerprint = $3 WHERE key = $4`, w.Recipient, w.Text, w.Fingerprint, e.Key); err != nil {
+				return fmt.Errorf("ledger: seal event %s: %w", e.Key, err)
+			}
+		}
+		rows, err = tx.Query(ctx, `SELECT DISTINCT fingerprint FROM attempts WHERE fingerprint != '' AND fingerprint NOT LIKE 'hmac:%'`)
+		if err != nil {
+			return fmt.Errorf("ledger: seal the attempts' fingerprints: %w", err)
+		}
+		fps, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("ledger: seal the attempts' fingerprints: %w", err)
+		}
+		for _, fp := range fps {
+			if _, err := tx.Exec(ctx, `UPDATE attempts SET fingerprint = $1 WHERE fingerprint = $2`, p.protect.fingerprint(fp), fp); err != nil {
+				return fmt.Errorf("ledger: seal the attempts' fingerprints: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// Purge implements Ledger.
+func (p *Postgres) Purge(ctx context.Context, settledBefore time.Time) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE events SET recipient = '', body_text = '', fingerprint = ''
+			WHERE outcome != '' AND settled_at < $1 AND (recipient != '' OR body_text != '' OR fingerprint != '')`, settledBefore)
+		if err != nil {
+			return fmt.Errorf("ledger: purge: %w", err)
+		}
+		n = tag.RowsAffected()
+		if _, err := tx.Exec(ctx, `UPDATE attempts SET fingerprint = '' WHERE fingerprint != '' AND event_key IN
+			(SELECT key FROM events WHERE outcome != '' AND recipient = '' AND body_text = '' AND fingerprint = '')`); err != nil {
+			return fmt.Errorf("ledger: purge: %w", err)
+		}
+		return nil
+	})
+	return n, err
 }

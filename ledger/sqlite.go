@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
@@ -95,17 +96,22 @@ func parseTime(s string) (time.Time, error) {
 // SQLite is the embedded ledger on one SQLite file (pure Go, no cgo). It
 // serves the processes of one host: several workers need the Postgres one.
 type SQLite struct {
-	db    *sql.DB
-	path  string
-	id    string
-	clock func() time.Time
+	db      *sql.DB
+	path    string
+	id      string
+	clock   func() time.Time
+	protect *protector
 }
 
 var _ Ledger = (*SQLite)(nil)
 
 // OpenSQLite opens (creating if needed) the ledger file and applies the
 // migrations it lacks.
-func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("ledger: create the directory of %s: %w", path, err)
 	}
@@ -114,6 +120,9 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	q.Add("_pragma", "journal_mode(wal)")
 	q.Add("_pragma", "synchronous(full)")
 	q.Add("_pragma", "foreign_keys(on)")
+	// Deleted and overwritten content is zeroed, so a sealed or purged
+	// recipient does not linger in the file's free pages.
+	q.Add("_pragma", "secure_delete(on)")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", path, err)
@@ -121,8 +130,12 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	// One connection: SQLite has one writer anyway, and this makes every
 	// read see every committed write of this process.
 	db.SetMaxOpenConns(1)
-	s := &SQLite{db: db, path: path, clock: time.Now}
+	s := &SQLite{db: db, path: path, clock: time.Now, protect: &protector{keys: o.keys, hideSealed: o.hideSealed}}
 	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.sealExisting(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -203,9 +216,13 @@ func (s *SQLite) Claim(ctx context.Context, e Event) (Claim, error) {
 		return Claim{}, err
 	}
 	defer func() { _ = tx.Rollback() }()
+	w, err := s.protect.seal(e)
+	if err != nil {
+		return Claim{}, fmt.Errorf("ledger: claim %s: %w", e.Key, err)
+	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO events (key, provider, recipient, sender, body_text, fingerprint, workflow_id, run_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
-		e.Key, e.Provider, e.Recipient, e.Sender, e.Text, e.Fingerprint, e.WorkflowID, e.RunID, fmtTime(e.CreatedAt))
+		w.Key, w.Provider, w.Recipient, w.Sender, w.Text, w.Fingerprint, w.WorkflowID, w.RunID, fmtTime(w.CreatedAt))
 	if err != nil {
 		return Claim{}, fmt.Errorf("ledger: claim %s: %w", e.Key, err)
 	}
@@ -215,7 +232,7 @@ func (s *SQLite) Claim(ctx context.Context, e Event) (Claim, error) {
 		return Claim{}, err
 	}
 	if n == 0 {
-		if err := compare(stored, e); err != nil {
+		if err := compare(stored, e, s.protect); err != nil {
 			return Claim{Event: stored}, err
 		}
 		if !stored.Settled() && stored.RunID != e.RunID {
@@ -235,20 +252,26 @@ func (s *SQLite) Claim(ctx context.Context, e Event) (Claim, error) {
 // the message, or else the planned request bytes. Same fields in other
 // bytes would make the provider refuse the key (Bird compares raw bytes),
 // so that is a conflict too, named as such.
-func compare(stored, e Event) error {
+func compare(stored, e Event, p *protector) error {
 	field := ""
 	switch {
 	case stored.Provider != e.Provider:
 		field = "provider"
+	case stored.Purged():
+		// Past the retention only the key, ids, times and outcome are
+		// kept: the same key is the same event, and it is settled.
+		return nil
 	case stored.Recipient != e.Recipient:
 		field = "recipient"
 	case stored.Sender != e.Sender:
 		field = "sender"
 	case stored.Text != e.Text:
 		field = "text"
-	case stored.Fingerprint != e.Fingerprint && !stored.Settled():
+	case !p.sameFingerprint(stored.Fingerprint, e.Fingerprint) && !stored.Settled():
 		// (A settled event sends nothing more, so its bytes do not matter.)
-		return &ConflictError{Key: e.Key, Field: "request bytes", Stored: short(stored.Fingerprint), Given: short(e.Fingerprint)}
+		// Both as stored: a bare sha256 of a one-time code's request, even
+		// cut short, would let the code be guessed from a log line.
+		return &ConflictError{Key: e.Key, Field: "request bytes", Stored: short(stored.Fingerprint), Given: short(p.fingerprint(e.Fingerprint))}
 	default:
 		return nil
 	}
@@ -256,6 +279,12 @@ func compare(stored, e Event) error {
 }
 
 func short(fingerprint string) string {
+	if strings.HasPrefix(fingerprint, "hmac:") {
+		if len(fingerprint) > 30 {
+			return fingerprint[:30]
+		}
+		return fingerprint
+	}
 	if len(fingerprint) > 12 {
 		return "sha256:" + fingerprint[:12]
 	}
@@ -290,7 +319,7 @@ func (s *SQLite) event(ctx context.Context, q querier, key string) (Event, error
 			return Event{}, fmt.Errorf("ledger: event %s has a malformed time %q: %w", key, f.s, err)
 		}
 	}
-	return e, nil
+	return s.protect.open(e)
 }
 
 // Event implements Ledger.
@@ -304,7 +333,7 @@ func (s *SQLite) BeginAttempt(ctx context.Context, a Attempt) error {
 	res, err := s.db.ExecContext(ctx, `INSERT INTO attempts (event_key, send_key, run_id, attempt, fingerprint, started_at)
 		SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE key = ? AND run_id = ?)
 		ON CONFLICT (send_key, run_id, attempt) DO NOTHING`,
-		a.EventKey, a.SendKey, a.RunID, a.Number, a.Fingerprint, fmtTime(a.StartedAt), a.EventKey, a.RunID)
+		a.EventKey, a.SendKey, a.RunID, a.Number, s.protect.fingerprint(a.Fingerprint), fmtTime(a.StartedAt), a.EventKey, a.RunID)
 	if err != nil {
 		return fmt.Errorf("ledger: record the start of attempt %d of %s: %w", a.Number, a.SendKey, err)
 	}
@@ -452,4 +481,107 @@ func (s *SQLite) Switches(ctx context.Context, eventKey string) ([]Switch, error
 		out = append(out, sw)
 	}
 	return out, rows.Err()
+}
+
+// sealExisting seals the rows written without keys (or before keys were
+// given): recipients and texts, and the request fingerprints. The file
+// is then vacuumed, so the plain values do not stay in its free pages.
+func (s *SQLite) sealExisting(ctx context.Context) error {
+	if s.protect.keys == nil {
+		return nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT key, recipient, body_text, fingerprint FROM events
+		WHERE recipient NOT LIKE 'sealed:%' AND NOT (outcome != '' AND recipient = '' AND body_text = '' AND fingerprint = '')`)
+	if err != nil {
+		return fmt.Errorf("ledger: find the rows to seal: %w", err)
+	}
+	var plain []Event
+	for rows.Next() {
+		var e Event
+		if err := rows.Scan(&e.Key, &e.Recipient, &e.Text, &e.Fingerprint); err != nil {
+			_ = rows.Close()
+			return fmt.Errorf("ledger: find the rows to seal: %w", err)
+		}
+		plain = append(plain, e)
+	}
+	_ = rows.Close()
+	var attempts int64
+	if len(plain) == 0 {
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM attempts WHERE fingerprint != '' AND fingerprint NOT LIKE 'hmac:%'`).Scan(&attempts); err != nil {
+			return fmt.Errorf("ledger: find the rows to seal: %w", err)
+		}
+		if attempts == 0 {
+			return nil
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, e := range plain {
+		w, err := s.protect.seal(e)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET recipient = ?, body_text = ?, fingerprint = ? WHERE key = ?`, w.Recipient, w.Text, w.Fingerprint, e.Key); err != nil {
+			return fmt.Errorf("ledger: seal event %s: %w", e.Key, err)
+		}
+	}
+	fps, err := tx.QueryContext(ctx, `SELECT DISTINCT fingerprint FROM attempts WHERE fingerprint != '' AND fingerprint NOT LIKE 'hmac:%'`)
+	if err != nil {
+		return fmt.Errorf("ledger: seal the attempts' fingerprints: %w", err)
+	}
+	var list []string
+	for fps.Next() {
+		var fp string
+		if err := fps.Scan(&fp); err != nil {
+			_ = fps.Close()
+			return err
+		}
+		list = append(list, fp)
+	}
+	_ = fps.Close()
+	for _, fp := range list {
+		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET fingerprint = ? WHERE fingerprint = ?`, s.protect.fingerprint(fp), fp); err != nil {
+			return fmt.Errorf("ledger: seal the attempts' fingerprints: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: seal the rows written in plain: %w", err)
+	}
+	for _, q := range []string{`VACUUM`, `PRAGMA wal_checkpoint(TRUNCATE)`} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("ledger: %s after sealing: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// Purge implements Ledger.
+func (s *SQLite) Purge(ctx context.Context, settledBefore time.Time) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, `UPDATE events SET recipient = '', body_text = '', fingerprint = ''
+		WHERE outcome != '' AND settled_at != '' AND settled_at < ? AND (recipient != '' OR body_text != '' OR fingerprint != '')`, fmtTime(settledBefore))
+	if err != nil {
+		return 0, fmt.Errorf("ledger: purge: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	if _, err := tx.ExecContext(ctx, `UPDATE attempts SET fingerprint = '' WHERE fingerprint != '' AND event_key IN
+		(SELECT key FROM events WHERE outcome != '' AND recipient = '' AND body_text = '' AND fingerprint = '')`); err != nil {
+		return 0, fmt.Errorf("ledger: purge: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("ledger: purge: %w", err)
+	}
+	if n > 0 {
+		if _, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			return n, fmt.Errorf("ledger: checkpoint after the purge: %w", err)
+		}
+	}
+	return n, nil
 }
