@@ -113,7 +113,7 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 	ring, err := codec.ParseKeys(mustKey(t))
 	require.NoError(t, err)
 	require.NoError(t, Config{UIOnly: true, UIAddress: "0.0.0.0:8233", UIFrontend: "temporal:7233", CodecServerAddress: "0.0.0.0:8234", CodecServerInContainer: true,
-		Codec: ring, CodecToken: "t0ken", HealthAddress: "127.0.0.1:8090"}.WithDefaults().Validate(), "the compose UI: a codec server on a container's interfaces, asked for")
+		Codec: ring, CodecToken: intakeSecret, HealthAddress: "127.0.0.1:8090"}.WithDefaults().Validate(), "the compose UI: a codec server on a container's interfaces, asked for")
 }
 
 func mustKey(t *testing.T) string {

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -292,7 +293,7 @@ func (c Config) Validate() error {
 	}
 	if c.ServerOnly {
 		// The dev stack checks its own settings.
-		return errors.Join(c.validateCodec(), c.validateHealth())
+		return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets())
 	}
 	if c.UIOnly {
 		var errs []error
@@ -302,7 +303,7 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.UIFrontend); err != nil {
 			errs = append(errs, fmt.Errorf("the web UI's Temporal frontend %q is not HOST:PORT: set TEMPORAL_ADDRESS like temporal:7233", c.UIFrontend))
 		}
-		return errors.Join(append(errs, c.validateCodec(), c.validateHealth())...)
+		return errors.Join(append(errs, c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets())...)
 	}
 	errs := []error{c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets()}
 	if c.LedgerRetention < 0 {
@@ -386,6 +387,13 @@ func (c Config) validateSecrets() error {
 	}
 	if c.Sendy.Token != "" {
 		errs = append(errs, secrets.CheckExample(EnvSendyToken, c.Sendy.Token.Reveal(), "use the API token Sendy gave you"))
+	}
+	for name, dsn := range map[string]string{"the ledger's address (" + EnvLedger + ")": c.LedgerPath, "the Temporal database's address (" + EnvTemporalDB + ")": c.TemporalDB} {
+		if u, err := url.Parse(dsn); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok {
+				errs = append(errs, secrets.CheckExample("the password in "+name, pw, "set the database user's own password (`openssl rand -hex 24`), as POSTGRES_PASSWORD in .env for compose"))
+			}
+		}
 	}
 	if c.Codec != nil {
 		if id := c.Codec.Example(); id != "" {

@@ -7,15 +7,17 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/acme/smsorch/codec/unsealed"
 )
 
 // EncodingUnsealed replaces, in a process that refuses unsealed
 // payloads, the encoding of a payload that reached it in plain text: no
 // converter reads it, so a decoder that tries says why.
-const EncodingUnsealed = "unsealed (outside dev mode the worker takes only payloads sealed with its keys: send through smsorch, or through the temporal CLI or web UI with the codec server)"
+const EncodingUnsealed = unsealed.Encoding
 
 // MetadataPlainEncoding keeps the refused payload's own encoding.
-const MetadataPlainEncoding = "smsorch-unsealed-encoding"
+const MetadataPlainEncoding = unsealed.MetadataPlainEncoding
 
 // ErrUnsealed is a payload that reached a worker outside dev mode in
 // plain text: it did not come through smsorch or the codec server, so
@@ -47,33 +49,29 @@ func (k *Keyring) ApplyRefusingUnsealed(opts *client.Options) error {
 	return nil
 }
 
-// refusing opens sealed payloads and marks the others.
+// refusing opens sealed payloads and marks the others, and those that
+// claim to be sealed but do not open (another key, altered bytes): one
+// such payload must not fail the whole answer that carries it, which
+// would redeliver a run's workflow task for ever.
 type refusing struct{ *Keyring }
 
 func (r refusing) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
-	out, err := r.Keyring.Decode(ps)
-	if err != nil {
-		return nil, err
-	}
+	out := make([]*commonpb.Payload, len(ps))
 	for i, p := range ps {
 		if string(p.GetMetadata()[converter.MetadataEncoding]) == Encoding {
-			continue
+			opened, err := r.Keyring.Decode([]*commonpb.Payload{p})
+			if err == nil {
+				out[i] = opened[0]
+				continue
+			}
 		}
-		md := make(map[string][]byte, len(p.GetMetadata())+1)
-		for k, v := range p.GetMetadata() {
-			md[k] = v
-		}
-		md[MetadataPlainEncoding] = p.GetMetadata()[converter.MetadataEncoding]
-		md[converter.MetadataEncoding] = []byte(EncodingUnsealed)
-		out[i] = &commonpb.Payload{Metadata: md, Data: p.GetData()}
+		out[i] = unsealed.Mark(p)
 	}
 	return out, nil
 }
 
 // Unsealed reports whether p was marked as having arrived unsealed.
-func Unsealed(p *commonpb.Payload) bool {
-	return string(p.GetMetadata()[converter.MetadataEncoding]) == EncodingUnsealed
-}
+func Unsealed(p *commonpb.Payload) bool { return unsealed.Is(p) }
 
 // refusingConverter refuses to decode a marked payload into anything but
 // a converter.RawValue.

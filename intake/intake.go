@@ -234,9 +234,10 @@ func (c *clientLimits) allow(client string, now time.Time) (time.Duration, bool)
 
 // clientOf is the address that keys the client's rate: the remote
 // address without its port, or, for a request from one of the proxies,
-// the last address in X-Forwarded-For (the one the proxy added; those
-// before it are the client's word). ok is false for a request that came
-// around the proxies: from another address that is not loopback.
+// the rightmost address in X-Forwarded-For that is not a proxy of ours
+// (those before it are the client's word). ok is false for a request
+// that came around the proxies: from another address that is not
+// loopback.
 func (h *handler) clientOf(r *http.Request) (client string, ok bool) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -246,21 +247,36 @@ func (h *handler) clientOf(r *http.Request) (client string, ok bool) {
 		return host, true
 	}
 	ip := net.ParseIP(host)
+	if h.proxy(ip) {
+		var hops []string
+		for _, v := range r.Header.Values("X-Forwarded-For") {
+			hops = append(hops, strings.Split(v, ",")...)
+		}
+		for i := len(hops) - 1; i >= 0; i-- {
+			hop := strings.TrimSpace(hops[i])
+			if hop == "" {
+				continue
+			}
+			if !h.proxy(net.ParseIP(hop)) {
+				return hop, true
+			}
+		}
+		return host, true
+	}
 	if ip != nil && ip.IsLoopback() {
 		return host, true // a health check, or a process on this host
 	}
+	return host, false
+}
+
+// proxy reports whether ip is one of the named proxies.
+func (h *handler) proxy(ip net.IP) bool {
 	for _, p := range h.cfg.Proxies {
 		if ip != nil && p.Contains(ip) {
-			if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-				hops := strings.Split(xff[len(xff)-1], ",")
-				if last := strings.TrimSpace(hops[len(hops)-1]); last != "" {
-					return last, true
-				}
-			}
-			return host, true
+			return true
 		}
 	}
-	return host, false
+	return false
 }
 
 // Problem is the body of every error answer.
@@ -287,7 +303,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	// An unsigned intake takes JSON only: a browser's cross-site form
+	// (text/plain, form-encoded) cannot then post an event to it. A
+	// signed request cannot come from such a form, and refusing it for a
+	// header would lose an event its sender authenticated.
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); len(h.secrets) == 0 && (err != nil || mt != "application/json") {
 		h.fail(w, http.StatusUnsupportedMediaType, "content_type", "", "send the event as JSON with the header Content-Type: application/json")
 		return
 	}

@@ -195,9 +195,9 @@ func TestTwoSecretsWhileOneRotates(t *testing.T) {
 	require.Equal(t, "unauthorized", p.Error.Code)
 }
 
-// A POST must say it is JSON: a browser's cross-site form (text/plain,
-// application/x-www-form-urlencoded) cannot then post an event to an
-// unsigned dev intake.
+// A POST to an unsigned intake must say it is JSON: a browser's
+// cross-site form (text/plain, application/x-www-form-urlencoded) cannot
+// then post an event to it.
 func TestAPostMustBeJSON(t *testing.T) {
 	t.Parallel()
 	h := New(starter.New(nil), Config{})

@@ -428,19 +428,23 @@ func (p *Postgres) sealExisting(ctx context.Context) error {
 			return fmt.Errorf("ledger: lock %s to seal its rows: %w", p.desc, err)
 		}
 		rows, err := tx.Query(ctx, `SELECT key, recipient, body_text, fingerprint FROM events
-			WHERE recipient NOT LIKE 'sealed:%' AND NOT (outcome != '' AND recipient = '' AND body_text = '' AND fingerprint = '')`)
+			WHERE recipient NOT LIKE $1 AND NOT (outcome != '' AND recipient = '' AND body_text = '') FOR UPDATE`, "sealed:v1:"+p.protect.keys.Current()+":%")
 		if err != nil {
 			return fmt.Errorf("ledger: find the rows to seal: %w", err)
 		}
-		plain, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 			var e Event
 			return e, r.Scan(&e.Key, &e.Recipient, &e.Text, &e.Fingerprint)
 		})
 		if err != nil {
 			return fmt.Errorf("ledger: find the rows to seal: %w", err)
 		}
+		plain, err := p.protect.toReseal(found)
+		if err != nil {
+			return err
+		}
 		for _, e := range plain {
-			w, err := p.protect.seal(e)
+			w, err := p.protect.reseal(e)
 			if err != nil {
 				return err
 			}
@@ -469,16 +473,31 @@ func (p *Postgres) sealExisting(ctx context.Context) error {
 func (p *Postgres) Purge(ctx context.Context, settledBefore time.Time) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE events SET recipient = '', body_text = '', fingerprint = ''
-			WHERE outcome != '' AND settled_at < $1 AND (recipient != '' OR body_text != '' OR fingerprint != '')`, settledBefore)
+		rows, err := tx.Query(ctx, `SELECT key, provider, recipient, sender, body_text FROM events
+			WHERE outcome != '' AND settled_at < $1 AND (recipient != '' OR body_text != '') FOR UPDATE`, settledBefore)
 		if err != nil {
 			return fmt.Errorf("ledger: purge: %w", err)
 		}
-		n = tag.RowsAffected()
-		if _, err := tx.Exec(ctx, `UPDATE attempts SET fingerprint = '' WHERE fingerprint != '' AND event_key IN
-			(SELECT key FROM events WHERE outcome != '' AND recipient = '' AND body_text = '' AND fingerprint = '')`); err != nil {
+		due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+			var e Event
+			return e, r.Scan(&e.Key, &e.Provider, &e.Recipient, &e.Sender, &e.Text)
+		})
+		if err != nil {
 			return fmt.Errorf("ledger: purge: %w", err)
 		}
+		for _, e := range due {
+			kept, err := p.protect.keptAfterPurge(e)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE events SET recipient = '', body_text = '', fingerprint = $1 WHERE key = $2`, kept, e.Key); err != nil {
+				return fmt.Errorf("ledger: purge %s: %w", e.Key, err)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE attempts SET fingerprint = '' WHERE event_key = $1`, e.Key); err != nil {
+				return fmt.Errorf("ledger: purge %s: %w", e.Key, err)
+			}
+		}
+		n = int64(len(due))
 		return nil
 	})
 	return n, err

@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/acme/smsorch/codec"
 )
@@ -98,18 +99,103 @@ func (p *protector) open(e Event) (Event, error) {
 }
 
 // sameFingerprint compares a stored fingerprint (keyed or not) with one
-// given in plain.
+// given in plain. A fingerprint keyed under a key the ring no longer
+// holds cannot be compared: it passes (the fields themselves were
+// compared, and a provider that finds other bytes under the key says so).
 func (p *protector) sameFingerprint(stored, given string) bool {
-	if p != nil && p.keys != nil {
-		if match, ok := p.keys.MACMatches(stored, []byte(given)); ok {
-			return match
-		}
+	if !strings.HasPrefix(stored, "hmac:") {
+		return stored == given
 	}
-	return stored == given
+	if p == nil || p.keys == nil {
+		return true
+	}
+	match, ok := p.keys.MACMatches(stored, []byte(given))
+	return match || !ok
+}
+
+// message is what a purged event keeps of its message, keyed: enough to
+// tell another message under the key, nothing to read it from.
+func message(e Event) []byte {
+	return []byte(strings.Join([]string{"message", e.Provider, e.Recipient, e.Sender, e.Text}, "\x00"))
+}
+
+// purgedFingerprint is what the fingerprint column holds after the
+// purge: the keyed fingerprint of the message, or nothing without keys.
+func (p *protector) purgedFingerprint(e Event) string {
+	if p == nil || p.keys == nil || codec.IsSealedString(e.Recipient) {
+		return ""
+	}
+	return p.keys.MAC(message(e))
+}
+
+// sameMessage compares a purged event's kept fingerprint with a claim;
+// true when it cannot tell.
+func (p *protector) sameMessage(stored Event, e Event) bool {
+	if stored.Fingerprint == "" || p == nil || p.keys == nil {
+		return true
+	}
+	match, ok := p.keys.MACMatches(stored.Fingerprint, message(e))
+	return match || !ok
+}
+
+// current reports whether a sealed value is sealed under the current key.
+func (p *protector) current(v string) bool {
+	return strings.HasPrefix(v, "sealed:v1:"+p.keys.Current()+":")
 }
 
 // Purged reports an event whose personal fields were removed after the
-// retention (Purge): its recipient, text and fingerprint are empty.
+// retention (Purge): its recipient and text are empty, its fingerprint
+// is the keyed fingerprint of the message, or empty.
 func (e Event) Purged() bool {
-	return e.Settled() && e.Recipient == "" && e.Text == "" && e.Fingerprint == ""
+	return e.Settled() && e.Recipient == "" && e.Text == ""
+}
+
+// toReseal opens the rows found not sealed under the current key: plain
+// ones as they are, sealed ones under a key the ring still holds. A row
+// sealed under a key the ring lacks is left as it is (it opens for no
+// one here, and a worker that holds the key will re-seal it).
+func (p *protector) toReseal(found []Event) ([]Event, error) {
+	var out []Event
+	for _, e := range found {
+		opened, err := p.open(e)
+		if errors.Is(err, codec.ErrUnknownKey) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, opened)
+	}
+	return out, nil
+}
+
+// reseal is a row, read in plain, as it is written again under the
+// current key. A fingerprint keyed already stays: its bare form is not
+// kept, and the ring compares it while it holds its key.
+func (p *protector) reseal(e Event) (Event, error) {
+	fp := e.Fingerprint
+	if strings.HasPrefix(fp, "hmac:") {
+		e.Fingerprint = ""
+	}
+	w, err := p.seal(e)
+	if err != nil {
+		return w, err
+	}
+	if strings.HasPrefix(fp, "hmac:") {
+		w.Fingerprint = fp
+	}
+	return w, nil
+}
+
+// keptAfterPurge opens a row due for the purge and returns what its
+// fingerprint column keeps: the keyed fingerprint of the message.
+func (p *protector) keptAfterPurge(e Event) (string, error) {
+	opened, err := p.open(e)
+	if err != nil {
+		if errors.Is(err, codec.ErrUnknownKey) || errors.Is(err, ErrSealed) {
+			return "", nil // sealed under a key not here: nothing to keep it by
+		}
+		return "", err
+	}
+	return p.purgedFingerprint(opened), nil
 }

@@ -258,8 +258,11 @@ func compare(stored, e Event, p *protector) error {
 	case stored.Provider != e.Provider:
 		field = "provider"
 	case stored.Purged():
-		// Past the retention only the key, ids, times and outcome are
-		// kept: the same key is the same event, and it is settled.
+		// Past the retention only the key, ids, times, outcome and a
+		// keyed fingerprint of the message are kept.
+		if !p.sameMessage(stored, e) {
+			return &ConflictError{Key: e.Key, Field: "message (recipient, sender or text; past the retention only a keyed fingerprint of it is kept)"}
+		}
 		return nil
 	case stored.Recipient != e.Recipient:
 		field = "recipient"
@@ -491,20 +494,24 @@ func (s *SQLite) sealExisting(ctx context.Context) error {
 		return nil
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT key, recipient, body_text, fingerprint FROM events
-		WHERE recipient NOT LIKE 'sealed:%' AND NOT (outcome != '' AND recipient = '' AND body_text = '' AND fingerprint = '')`)
+		WHERE recipient NOT LIKE ? AND NOT (outcome != '' AND recipient = '' AND body_text = '')`, "sealed:v1:"+s.protect.keys.Current()+":%")
 	if err != nil {
 		return fmt.Errorf("ledger: find the rows to seal: %w", err)
 	}
-	var plain []Event
+	var found []Event
 	for rows.Next() {
 		var e Event
 		if err := rows.Scan(&e.Key, &e.Recipient, &e.Text, &e.Fingerprint); err != nil {
 			_ = rows.Close()
 			return fmt.Errorf("ledger: find the rows to seal: %w", err)
 		}
-		plain = append(plain, e)
+		found = append(found, e)
 	}
 	_ = rows.Close()
+	plain, err := s.protect.toReseal(found)
+	if err != nil {
+		return err
+	}
 	var attempts int64
 	if len(plain) == 0 {
 		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM attempts WHERE fingerprint != '' AND fingerprint NOT LIKE 'hmac:%'`).Scan(&attempts); err != nil {
@@ -520,7 +527,7 @@ func (s *SQLite) sealExisting(ctx context.Context) error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	for _, e := range plain {
-		w, err := s.protect.seal(e)
+		w, err := s.protect.reseal(e)
 		if err != nil {
 			return err
 		}
@@ -565,23 +572,40 @@ func (s *SQLite) Purge(ctx context.Context, settledBefore time.Time) (int64, err
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	res, err := tx.ExecContext(ctx, `UPDATE events SET recipient = '', body_text = '', fingerprint = ''
-		WHERE outcome != '' AND settled_at != '' AND settled_at < ? AND (recipient != '' OR body_text != '' OR fingerprint != '')`, fmtTime(settledBefore))
+	rows, err := tx.QueryContext(ctx, `SELECT key, provider, recipient, sender, body_text FROM events
+		WHERE outcome != '' AND settled_at != '' AND settled_at < ? AND (recipient != '' OR body_text != '')`, fmtTime(settledBefore))
 	if err != nil {
 		return 0, fmt.Errorf("ledger: purge: %w", err)
 	}
-	n, _ := res.RowsAffected()
-	if _, err := tx.ExecContext(ctx, `UPDATE attempts SET fingerprint = '' WHERE fingerprint != '' AND event_key IN
-		(SELECT key FROM events WHERE outcome != '' AND recipient = '' AND body_text = '' AND fingerprint = '')`); err != nil {
-		return 0, fmt.Errorf("ledger: purge: %w", err)
+	var due []Event
+	for rows.Next() {
+		var e Event
+		if err := rows.Scan(&e.Key, &e.Provider, &e.Recipient, &e.Sender, &e.Text); err != nil {
+			_ = rows.Close()
+			return 0, fmt.Errorf("ledger: purge: %w", err)
+		}
+		due = append(due, e)
+	}
+	_ = rows.Close()
+	for _, e := range due {
+		kept, err := s.protect.keptAfterPurge(e)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET recipient = '', body_text = '', fingerprint = ? WHERE key = ?`, kept, e.Key); err != nil {
+			return 0, fmt.Errorf("ledger: purge %s: %w", e.Key, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET fingerprint = '' WHERE event_key = ?`, e.Key); err != nil {
+			return 0, fmt.Errorf("ledger: purge %s: %w", e.Key, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("ledger: purge: %w", err)
 	}
-	if n > 0 {
+	if len(due) > 0 {
 		if _, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-			return n, fmt.Errorf("ledger: checkpoint after the purge: %w", err)
+			return int64(len(due)), fmt.Errorf("ledger: checkpoint after the purge: %w", err)
 		}
 	}
-	return n, nil
+	return int64(len(due)), nil
 }

@@ -16,6 +16,11 @@ var e164 = regexp.MustCompile(`\+[1-9][0-9]{6,14}`)
 // brackets after a "+" or the international prefix "00".
 var spacedNumber = regexp.MustCompile(`(?:\+|\b00)[1-9](?:[\s\-.()]{0,2}\d){6,14}`)
 
+// nationalNumber finds national numbers written in groups, as people
+// write them: 06-12345678, 06 12 34 56 78, (06) 1234 5678. maskNational
+// keeps those of 10 or 11 digits.
+var nationalNumber = regexp.MustCompile(`\(?0[1-9]\d*\)?(?:[ \-.]\(?\d+\)?)+`)
+
 // bareNumber finds candidates for numbers written as digits alone: 11 to
 // 15 digits (a country code and a number) or a national form (0 and 9
 // or 10 digits). standsAlone keeps those that are not inside a key.
@@ -69,6 +74,15 @@ func MaskPhones(s string) string {
 		s = e164.ReplaceAllStringFunc(s, MaskPhone)
 	}
 	s = spacedNumber.ReplaceAllStringFunc(s, maskLoose)
+	s = replaceStandingAlone(s, nationalNumber, func(m string) (string, bool) {
+		n := 0
+		for i := 0; i < len(m); i++ {
+			if isDigit(m[i]) {
+				n++
+			}
+		}
+		return "…" + m[len(m)-2:], (n == 10 || n == 11) && isDigit(m[len(m)-1]) && isDigit(m[len(m)-2])
+	})
 	var b strings.Builder
 	last := 0
 	for _, m := range bareNumber.FindAllStringIndex(s, -1) {
@@ -77,6 +91,27 @@ func MaskPhones(s string) string {
 		}
 		b.WriteString(s[last:m[0]])
 		b.WriteString(maskLoose(s[m[0]:m[1]]))
+		last = m[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// replaceStandingAlone replaces each match of re in s that stands alone
+// with what mask makes of it, when mask says so.
+func replaceStandingAlone(s string, re *regexp.Regexp, mask func(string) (string, bool)) string {
+	var b strings.Builder
+	last := 0
+	for _, m := range re.FindAllStringIndex(s, -1) {
+		if !standsAlone(s, m[0], m[1]) {
+			continue
+		}
+		masked, ok := mask(s[m[0]:m[1]])
+		if !ok {
+			continue
+		}
+		b.WriteString(s[last:m[0]])
+		b.WriteString(masked)
 		last = m[1]
 	}
 	b.WriteString(s[last:])

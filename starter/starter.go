@@ -30,6 +30,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/acme/smsorch/codec/unsealed"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/sms"
 )
@@ -234,7 +235,14 @@ func (s *Starter) compare(ctx context.Context, in contract.Input, runID string) 
 		return existing, "", fmt.Errorf("read the run %s of %s: %w", runID, in.Key, err)
 	}
 	var was contract.Input
-	if err := converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &was); err != nil {
+	// A run started before encryption was turned on arrives marked as
+	// unsealed on a worker's client: it is only compared here, never
+	// acted on, so it is read as it was written.
+	input := &commonpb.Payloads{}
+	for _, p := range first.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads() {
+		input.Payloads = append(input.Payloads, unsealed.Restored(p))
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(input, &was); err != nil {
 		return existing, "", fmt.Errorf("read the input of run %s of %s: %w", runID, in.Key, err)
 	}
 	if r, err := sms.ParseRecipient(was.To); err == nil {

@@ -108,6 +108,9 @@ func (r *run) decide(d contract.Decision) error {
 	if err := r.check(d); err != nil {
 		return err
 	}
+	// A person's reason ("customer called from …") is kept in the
+	// timeline, the result and the ledger: masked.
+	d.Reason, d.By = sms.MaskPhones(d.Reason), sms.MaskPhones(d.By)
 	if r.v < versionFailover {
 		d.Provider = "" // runs before version 5 ignore it, as they always did
 	}

@@ -25,7 +25,9 @@ func (r *run) addMessage(id string) {
 
 // note adds a line to the timeline and republishes the run's details.
 func (r *run) note(format string, args ...any) {
-	r.st.Timeline = append(r.st.Timeline, contract.Entry{At: workflow.Now(r.ctx), Text: fmt.Sprintf(format, args...)})
+	// Masked: a provider's message or a person's reason may name a number,
+	// and the timeline reaches the query, the intake's GET and smsctl.
+	r.st.Timeline = append(r.st.Timeline, contract.Entry{At: workflow.Now(r.ctx), Text: sms.MaskPhones(fmt.Sprintf(format, args...))})
 	if len(r.st.Timeline) > maxTimeline {
 		r.st.Timeline = append(r.st.Timeline[:1], r.st.Timeline[len(r.st.Timeline)-maxTimeline+1:]...)
 	}
@@ -122,5 +124,6 @@ func (r *run) snapshot() contract.Status {
 	s.BlindResends = append([]string(nil), s.BlindResends...)
 	s.Resends = append([]contract.Resend(nil), s.Resends...)
 	s.Timeline = append([]contract.Entry(nil), s.Timeline...)
+	s.Reason = sms.MaskPhones(s.Reason)
 	return s
 }

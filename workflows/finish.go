@@ -26,6 +26,9 @@ func (r *run) fail(reason string) (contract.Result, error) {
 // Delivered, Accepted and Duplicate, Canceled for Cancelled, Failed for
 // Failed, each carrying the Result.
 func (r *run) finish() (contract.Result, error) {
+	// The reason goes to the ledger, which keeps it past the retention,
+	// and to the result: no number in it in full.
+	r.st.Reason = sms.MaskPhones(r.st.Reason)
 	r.upsertSearch()
 	if r.claimed && r.nothingForgotten() {
 		r.lastLook()
@@ -47,7 +50,8 @@ func (r *run) finish() (contract.Result, error) {
 		}
 	}
 	res := r.st.Result
-	r.log.Info("sms run ended", "key", r.in.Key, "state", string(res.State), "reason", sms.MaskPhones(res.Reason),
+	res.Reason = sms.MaskPhones(res.Reason)
+	r.log.Info("sms run ended", "key", r.in.Key, "state", string(res.State), "reason", res.Reason,
 		"messages", strings.Join(res.MessageIDs, ","), "attempts", res.Attempts, "replays", res.Replays)
 	switch res.State {
 	case contract.Cancelled:

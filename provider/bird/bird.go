@@ -17,6 +17,7 @@ import (
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/internal/wire"
+	"github.com/acme/smsorch/sms"
 )
 
 // Bird's error codes that change what the client does.
@@ -238,7 +239,9 @@ func Classify(status int, h http.Header, body []byte, now time.Time) provider.Re
 
 func describe(eb errorBody, body []byte) string {
 	if eb.Code != "" || eb.Message != "" {
-		return fmt.Sprintf("%s %s: %s", eb.Code, eb.Name, eb.Message)
+		// Bird's message may name the recipient; the reason reaches the
+		// ledger, timelines and logs.
+		return sms.MaskPhones(fmt.Sprintf("%s %s: %s", eb.Code, eb.Name, eb.Message))
 	}
 	return wire.Snippet(body)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/internal/wire"
+	"github.com/acme/smsorch/sms"
 )
 
 // Sendy's error codes the client distinguishes.
@@ -217,7 +218,9 @@ func Classify(status int, h http.Header, body []byte, now time.Time) provider.Re
 
 func describe(eb errorBody, body []byte) string {
 	if eb.Error.Code != "" || eb.Error.Message != "" {
-		return fmt.Sprintf("%s: %s", eb.Error.Code, eb.Error.Message)
+		// Sendy's message may name the recipient; the reason reaches the
+		// ledger, timelines and logs.
+		return sms.MaskPhones(fmt.Sprintf("%s: %s", eb.Error.Code, eb.Error.Message))
 	}
 	return wire.Snippet(body)
 }

@@ -1,0 +1,79 @@
+package intake
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/starter"
+)
+
+// A signed POST cannot come from a browser's cross-site form, so its
+// Content-Type proves nothing; refusing it breaks every sender that
+// followed the previous README (`curl ... -d "$body"` sends
+// application/x-www-form-urlencoded), and 415 is a final answer: the
+// event is dropped by a sender that does not retry 4xx.
+func TestASignedPostIsNotRefusedForItsContentType(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	secret := logging.Secret("0123456789abcdef0123456789abcdef")
+	h := New(starter.New(nil), Config{Secrets: []logging.Secret{secret}, Now: func() time.Time { return now }})
+	bad := strings.Replace(event, "+31612345678", "0612345678", 1) // invalid: answered before Temporal
+	for _, ct := range []string{"application/x-www-form-urlencoded", "text/plain"} {
+		header := Sign(secret, now, []byte(bad))
+		header["Content-Type"] = ct
+		code, p := post(t, h, bad, header)
+		require.Equal(t, http.StatusBadRequest, code, "Content-Type %q: a signed request goes on to the event's checks", ct)
+		require.Equal(t, "to", p.Error.Field)
+	}
+}
+
+func reviewFrom(h http.Handler, remote, xff string) int {
+	req := httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader("{"))
+	req.Header.Set("Content-Type", "application/json")
+	req.RemoteAddr = remote
+	if xff != "" {
+		req.Header.Set("X-Forwarded-For", xff)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+// The common setup: nginx on the same host terminates TLS and forwards
+// to 127.0.0.1:8080. Naming it (--intake-behind-proxy=127.0.0.1) has no
+// effect: clientOf returns the loopback address before it looks at the
+// proxies, so every sender shares one bucket and one busy sender makes
+// every other one get 429.
+func TestALoopbackProxyIsHonoured(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	_, lo, err := net.ParseCIDR("127.0.0.1/32")
+	require.NoError(t, err)
+	h := New(starter.New(nil), Config{RatePerMinute: 60, Proxies: []*net.IPNet{lo}, Now: func() time.Time { return now }})
+	for i := 0; i < 6; i++ {
+		require.Equal(t, http.StatusBadRequest, reviewFrom(h, "127.0.0.1:4000", "203.0.113.7"), "request %d of the burst", i)
+	}
+	require.Equal(t, http.StatusBadRequest, reviewFrom(h, "127.0.0.1:4001", "203.0.113.8"), "another client behind the local proxy has its own budget")
+}
+
+// Two named proxies in a row (a load balancer, then nginx): the last hop
+// is the load balancer's own address, so all clients share its bucket.
+// The rightmost address that is not a named proxy is the client.
+func TestAChainOfNamedProxiesKeysTheClient(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	_, lan, err := net.ParseCIDR("10.1.0.0/16")
+	require.NoError(t, err)
+	h := New(starter.New(nil), Config{RatePerMinute: 60, Proxies: []*net.IPNet{lan}, Now: func() time.Time { return now }})
+	for i := 0; i < 6; i++ {
+		require.Equal(t, http.StatusBadRequest, reviewFrom(h, "10.1.0.5:4000", "203.0.113.7, 10.1.0.9"), "request %d", i)
+	}
+	require.Equal(t, http.StatusBadRequest, reviewFrom(h, "10.1.0.5:4000", "203.0.113.8, 10.1.0.9"), "another client")
+}
