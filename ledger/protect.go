@@ -138,11 +138,6 @@ func (p *protector) sameMessage(stored Event, e Event) bool {
 	return match || !ok
 }
 
-// current reports whether a sealed value is sealed under the current key.
-func (p *protector) current(v string) bool {
-	return strings.HasPrefix(v, "sealed:v1:"+p.keys.Current()+":")
-}
-
 // Purged reports an event whose personal fields were removed after the
 // retention (Purge): its recipient and text are empty, its fingerprint
 // is the keyed fingerprint of the message, or empty.
