@@ -172,6 +172,10 @@ func TestReadinessNamesWhatFailsAndDrains(t *testing.T) {
 // --ui-only serves the web UI and the codec server for a Temporal that
 // runs elsewhere; it is ready while that Temporal answers, and says so
 // when it does not.
+// uiCodecToken is a codec token a process outside dev mode accepts (32
+// bytes or more).
+const uiCodecToken = "codec-t0ken-of-the-ui-only-test-0123456789"
+
 func TestAUIOnlyProcessServesTheUIOfAnotherTemporal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -182,7 +186,7 @@ func TestAUIOnlyProcessServesTheUIOfAnotherTemporal(t *testing.T) {
 	require.NoError(t, err)
 	a, err := Start(ctx, Config{
 		UIOnly: true, UIFrontend: cluster.FrontendAddress(), UIAddress: "127.0.0.1:0", HealthAddress: "127.0.0.1:0",
-		Codec: ring, CodecToken: "codec-t0ken", CodecServerAddress: "127.0.0.1:0", UICodecEndpoint: "http://127.0.0.1:8234",
+		Codec: ring, CodecToken: uiCodecToken, CodecServerAddress: "127.0.0.1:0", UICodecEndpoint: "http://127.0.0.1:8234",
 	}, zap.NewNop())
 	require.NoError(t, err)
 	defer func() { _ = a.Stop() }()
@@ -196,7 +200,7 @@ func TestAUIOnlyProcessServesTheUIOfAnotherTemporal(t *testing.T) {
 	b, _ := io.ReadAll(settings.Body)
 	_ = settings.Body.Close()
 	require.Contains(t, string(b), "http://127.0.0.1:8234", "the UI tells browsers the codec endpoint as they reach it")
-	require.NotContains(t, string(b), "codec-t0ken")
+	require.NotContains(t, string(b), uiCodecToken)
 
 	require.NoError(t, cluster.Stop())
 	require.Eventually(t, func() bool {
