@@ -34,7 +34,9 @@ func TestASignedPostIsNotRefusedForItsContentType(t *testing.T) {
 	}
 }
 
-func reviewFrom(h http.Handler, remote, xff string) int {
+// postFrom posts a body that is not an event (answered 400 once past
+// the rate and the proxy checks) from remote, with X-Forwarded-For xff.
+func postFrom(h http.Handler, remote, xff string) int {
 	req := httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader("{"))
 	req.Header.Set("Content-Type", "application/json")
 	req.RemoteAddr = remote
@@ -58,9 +60,9 @@ func TestALoopbackProxyIsHonoured(t *testing.T) {
 	require.NoError(t, err)
 	h := New(starter.New(nil), Config{RatePerMinute: 60, Proxies: []*net.IPNet{lo}, Now: func() time.Time { return now }})
 	for i := 0; i < 6; i++ {
-		require.Equal(t, http.StatusBadRequest, reviewFrom(h, "127.0.0.1:4000", "203.0.113.7"), "request %d of the burst", i)
+		require.Equal(t, http.StatusBadRequest, postFrom(h, "127.0.0.1:4000", "203.0.113.7"), "request %d of the burst", i)
 	}
-	require.Equal(t, http.StatusBadRequest, reviewFrom(h, "127.0.0.1:4001", "203.0.113.8"), "another client behind the local proxy has its own budget")
+	require.Equal(t, http.StatusBadRequest, postFrom(h, "127.0.0.1:4001", "203.0.113.8"), "another client behind the local proxy has its own budget")
 }
 
 // Two named proxies in a row (a load balancer, then nginx): the last hop
@@ -73,7 +75,28 @@ func TestAChainOfNamedProxiesKeysTheClient(t *testing.T) {
 	require.NoError(t, err)
 	h := New(starter.New(nil), Config{RatePerMinute: 60, Proxies: []*net.IPNet{lan}, Now: func() time.Time { return now }})
 	for i := 0; i < 6; i++ {
-		require.Equal(t, http.StatusBadRequest, reviewFrom(h, "10.1.0.5:4000", "203.0.113.7, 10.1.0.9"), "request %d", i)
+		require.Equal(t, http.StatusBadRequest, postFrom(h, "10.1.0.5:4000", "203.0.113.7, 10.1.0.9"), "request %d", i)
 	}
-	require.Equal(t, http.StatusBadRequest, reviewFrom(h, "10.1.0.5:4000", "203.0.113.8, 10.1.0.9"), "another client")
+	require.Equal(t, http.StatusBadRequest, postFrom(h, "10.1.0.5:4000", "203.0.113.8, 10.1.0.9"), "another client")
+}
+
+// Behind a named proxy, each client is keyed by the address the proxy
+// added to X-Forwarded-For (the last one: those before it are the
+// client's own word), and a request that comes around the proxy is
+// refused; loopback (a health check) is always let in.
+func TestBehindAProxyClientsAreKeyedByTheForwardedAddress(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	_, proxies, err := net.ParseCIDR("10.1.0.0/16")
+	require.NoError(t, err)
+	h := New(starter.New(nil), Config{RatePerMinute: 60, Proxies: []*net.IPNet{proxies}, Now: func() time.Time { return now }})
+	from := func(remote, xff string) int { return postFrom(h, remote, xff) }
+	for i := 0; i < 6; i++ {
+		require.Equal(t, http.StatusBadRequest, from("10.1.0.5:4000", "203.0.113.7"), "request %d of the burst", i)
+	}
+	require.Equal(t, http.StatusTooManyRequests, from("10.1.0.5:4000", "203.0.113.7"), "the client's rate, not the proxy's")
+	require.Equal(t, http.StatusTooManyRequests, from("10.1.0.6:4000", "198.51.100.1, 203.0.113.7"), "a forged first hop does not make another client")
+	require.Equal(t, http.StatusBadRequest, from("10.1.0.5:4000", "203.0.113.8"), "another client behind the same proxy")
+	require.Equal(t, http.StatusForbidden, from("192.0.2.10:4000", "203.0.113.9"), "around the proxy")
+	require.Equal(t, http.StatusBadRequest, from("127.0.0.1:4000", ""), "loopback")
 }
