@@ -69,7 +69,6 @@ type Keyring struct {
 	current  string
 	aeads    map[string]cipher.AEAD
 	ids      []string
-	raw      map[string]string // id → the key as given, for ParseKeyFile
 	macKeys  map[string][]byte // id → the key of MAC, derived from the key
 	examples []string          // ids of keys that were published as examples
 }
@@ -81,6 +80,15 @@ var publishedExamples = []string{"pOq2h7o2y0uB04coFoIxkS2ZUjTKFd4cPp8aMs2bMf0="}
 // ParseKeys reads "id:base64key,id:base64key" (the first seals). Each
 // key is 32 bytes (AES-256) in standard or URL base64.
 func ParseKeys(spec string) (*Keyring, error) {
+	pairs, err := parsePairs(spec)
+	if err != nil {
+		return nil, err
+	}
+	return newKeyring(pairs)
+}
+
+// parsePairs splits "id:base64key,id:base64key" into its pairs.
+func parsePairs(spec string) ([][2]string, error) {
 	var pairs [][2]string
 	for _, part := range strings.Split(spec, ",") {
 		part = strings.TrimSpace(part)
@@ -93,7 +101,7 @@ func ParseKeys(spec string) (*Keyring, error) {
 		}
 		pairs = append(pairs, [2]string{strings.TrimSpace(id), strings.TrimSpace(key)})
 	}
-	return newKeyring(pairs)
+	return pairs, nil
 }
 
 // ParseKeyFile reads lines "id base64key", or "id:base64key" as
@@ -112,13 +120,15 @@ func ParseKeyFile(path string) (*Keyring, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if k, err := ParseKeys(line); len(strings.Fields(line)) == 1 && err == nil {
-			for _, id := range k.ids {
-				pairs = append(pairs, [2]string{id, k.raw[id]})
+		fields := strings.Fields(line)
+		if len(fields) == 1 && strings.Contains(line, ":") {
+			more, err := parsePairs(line)
+			if err != nil {
+				return nil, fmt.Errorf("codec: key file %s line %d: %w", path, n, err)
 			}
+			pairs = append(pairs, more...)
 			continue
 		}
-		fields := strings.Fields(line)
 		if len(fields) != 2 {
 			return nil, fmt.Errorf("codec: key file %s line %d: write \"ID BASE64KEY\" or \"ID:BASE64KEY\"", path, n)
 		}
@@ -158,7 +168,7 @@ func newKeyring(pairs [][2]string) (*Keyring, error) {
 	if len(pairs) == 0 {
 		return nil, errors.New("codec: no key given")
 	}
-	k := &Keyring{aeads: map[string]cipher.AEAD{}, raw: map[string]string{}, macKeys: map[string][]byte{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, macKeys: map[string][]byte{}}
 	for _, p := range pairs {
 		id, enc := p[0], p[1]
 		if !keyIDPattern.MatchString(id) {
@@ -184,7 +194,6 @@ func newKeyring(pairs [][2]string) (*Keyring, error) {
 		if strings.HasPrefix(strings.ToLower(id), "example") && !slices.Contains(k.examples, id) {
 			k.examples = append(k.examples, id)
 		}
-		k.raw[id] = enc
 		derive := hmac.New(sha256.New, raw)
 		derive.Write([]byte("smsorch fingerprint key v1"))
 		k.macKeys[id] = derive.Sum(nil)
@@ -346,6 +355,12 @@ const (
 // IsSealedString reports whether s was made by SealString.
 func IsSealedString(s string) bool { return strings.HasPrefix(s, sealedPrefix) }
 
+// SealedUnder is how a value SealString sealed under key id begins.
+func SealedUnder(id string) string { return sealedPrefix + id + ":" }
+
+// IsMAC reports whether s was made by MAC.
+func IsMAC(s string) bool { return strings.HasPrefix(s, macPrefix) }
+
 // SealString seals plain under the current key, bound to context (a
 // column's name, say, so a value cannot be moved to another column):
 // "sealed:v1:<key id>:<base64>".
@@ -356,7 +371,7 @@ func (k *Keyring) SealString(plain, context string) (string, error) {
 		return "", fmt.Errorf("codec: %w", err)
 	}
 	sealed := aead.Seal(nonce, nonce, []byte(plain), []byte(k.current+"\x00"+context))
-	return sealedPrefix + k.current + ":" + base64.RawStdEncoding.EncodeToString(sealed), nil
+	return SealedUnder(k.current) + base64.RawStdEncoding.EncodeToString(sealed), nil
 }
 
 // OpenString opens what SealString sealed with any key of the ring.

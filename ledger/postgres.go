@@ -428,7 +428,7 @@ func (p *Postgres) sealExisting(ctx context.Context) error {
 			return fmt.Errorf("ledger: lock %s to seal its rows: %w", p.desc, err)
 		}
 		rows, err := tx.Query(ctx, `SELECT key, recipient, body_text, fingerprint FROM events
-			WHERE recipient NOT LIKE $1 AND NOT (outcome != '' AND recipient = '' AND body_text = '') FOR UPDATE`, "sealed:v1:"+p.protect.keys.Current()+":%")
+			WHERE recipient NOT LIKE $1 AND NOT (outcome != '' AND recipient = '' AND body_text = '') FOR UPDATE`, p.protect.notCurrent())
 		if err != nil {
 			return fmt.Errorf("ledger: find the rows to seal: %w", err)
 		}
@@ -444,7 +444,7 @@ func (p *Postgres) sealExisting(ctx context.Context) error {
 			return err
 		}
 		for _, e := range plain {
-			w, err := p.protect.reseal(e)
+			w, err := p.protect.seal(e)
 			if err != nil {
 				return err
 			}

@@ -64,13 +64,19 @@ func (p *protector) seal(e Event) (Event, error) {
 	return e, nil
 }
 
-// fingerprint is a request fingerprint as it is written.
+// fingerprint is a request fingerprint as it is written; one keyed
+// already stays (its bare form is not kept, and the ring compares it
+// while it holds its key).
 func (p *protector) fingerprint(fp string) string {
-	if p == nil || p.keys == nil || fp == "" {
+	if p == nil || p.keys == nil || fp == "" || codec.IsMAC(fp) {
 		return fp
 	}
 	return p.keys.MAC([]byte(fp))
 }
+
+// notCurrent is a LIKE pattern of the values not sealed under the
+// current key, for the stores' search of rows to seal.
+func (p *protector) notCurrent() string { return codec.SealedUnder(p.keys.Current()) + "%" }
 
 // open is the event as it is read: recipient and text in plain, the
 // fingerprint as stored.
@@ -103,7 +109,7 @@ func (p *protector) open(e Event) (Event, error) {
 // holds cannot be compared: it passes (the fields themselves were
 // compared, and a provider that finds other bytes under the key says so).
 func (p *protector) sameFingerprint(stored, given string) bool {
-	if !strings.HasPrefix(stored, "hmac:") {
+	if !codec.IsMAC(stored) {
 		return stored == given
 	}
 	if p == nil || p.keys == nil {
@@ -122,7 +128,7 @@ func message(e Event) []byte {
 // purgedFingerprint is what the fingerprint column holds after the
 // purge: the keyed fingerprint of the message, or nothing without keys.
 func (p *protector) purgedFingerprint(e Event) string {
-	if p == nil || p.keys == nil || codec.IsSealedString(e.Recipient) {
+	if p == nil || p.keys == nil {
 		return ""
 	}
 	return p.keys.MAC(message(e))
@@ -162,24 +168,6 @@ func (p *protector) toReseal(found []Event) ([]Event, error) {
 		out = append(out, opened)
 	}
 	return out, nil
-}
-
-// reseal is a row, read in plain, as it is written again under the
-// current key. A fingerprint keyed already stays: its bare form is not
-// kept, and the ring compares it while it holds its key.
-func (p *protector) reseal(e Event) (Event, error) {
-	fp := e.Fingerprint
-	if strings.HasPrefix(fp, "hmac:") {
-		e.Fingerprint = ""
-	}
-	w, err := p.seal(e)
-	if err != nil {
-		return w, err
-	}
-	if strings.HasPrefix(fp, "hmac:") {
-		w.Fingerprint = fp
-	}
-	return w, nil
 }
 
 // keptAfterPurge opens a row due for the purge and returns what its

@@ -8,10 +8,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
+
+	"github.com/acme/smsorch/codec"
 )
 
 // migrations are applied in order, once each, at Open. Append only: a
@@ -282,7 +283,7 @@ func compare(stored, e Event, p *protector) error {
 }
 
 func short(fingerprint string) string {
-	if strings.HasPrefix(fingerprint, "hmac:") {
+	if codec.IsMAC(fingerprint) {
 		if len(fingerprint) > 30 {
 			return fingerprint[:30]
 		}
@@ -494,7 +495,7 @@ func (s *SQLite) sealExisting(ctx context.Context) error {
 		return nil
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT key, recipient, body_text, fingerprint FROM events
-		WHERE recipient NOT LIKE ? AND NOT (outcome != '' AND recipient = '' AND body_text = '')`, "sealed:v1:"+s.protect.keys.Current()+":%")
+		WHERE recipient NOT LIKE ? AND NOT (outcome != '' AND recipient = '' AND body_text = '')`, s.protect.notCurrent())
 	if err != nil {
 		return fmt.Errorf("ledger: find the rows to seal: %w", err)
 	}
@@ -527,7 +528,7 @@ func (s *SQLite) sealExisting(ctx context.Context) error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	for _, e := range plain {
-		w, err := s.protect.reseal(e)
+		w, err := s.protect.seal(e)
 		if err != nil {
 			return err
 		}

@@ -34,12 +34,7 @@ var bareNumber = regexp.MustCompile(`[1-9]\d{10,14}|0[1-9]\d{8,9}`)
 // country code it knows keeps its last two digits; one too short to keep
 // them is reduced to "…".
 func MaskPhone(number string) string {
-	var digits []byte
-	for i := 0; i < len(number); i++ {
-		if isDigit(number[i]) {
-			digits = append(digits, number[i])
-		}
-	}
+	digits := digitsOf(number)
 	if len(digits) < 5 {
 		return "…"
 	}
@@ -75,12 +70,7 @@ func MaskPhones(s string) string {
 	}
 	s = spacedNumber.ReplaceAllStringFunc(s, maskLoose)
 	s = replaceStandingAlone(s, nationalNumber, func(m string) (string, bool) {
-		n := 0
-		for i := 0; i < len(m); i++ {
-			if isDigit(m[i]) {
-				n++
-			}
-		}
+		n := len(digitsOf(m))
 		return "…" + m[len(m)-2:], (n == 10 || n == 11) && isDigit(m[len(m)-1]) && isDigit(m[len(m)-2])
 	})
 	var b strings.Builder
@@ -129,16 +119,22 @@ func standsAlone(s string, i, j int) bool {
 
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
+// digitsOf is the digits of s, without what is between them.
+func digitsOf(s string) []byte {
+	var digits []byte
+	for i := 0; i < len(s); i++ {
+		if isDigit(s[i]) {
+			digits = append(digits, s[i])
+		}
+	}
+	return digits
+}
+
 // maskLoose masks a number written any way by MaskPhone's rule: an
 // international one (after "+" or "00", or eleven digits and more) keeps
 // its country code, a national one only its last two digits.
 func maskLoose(m string) string {
-	var digits []byte
-	for i := 0; i < len(m); i++ {
-		if isDigit(m[i]) {
-			digits = append(digits, m[i])
-		}
-	}
+	digits := digitsOf(m)
 	if len(digits) < 7 {
 		return m
 	}
