@@ -12,10 +12,9 @@ import (
 // `temporal workflow signal --input-meta encoding=binary/encrypted
 // --input-meta encryption-key-id=x`, or one sealed under a key this
 // worker does not have yet) must be refused like any unsealed payload.
-// Today refusing.Decode returns an error, the gRPC interceptor fails the
-// whole PollWorkflowTaskQueue response that carries it, the workflow task
-// times out and is redelivered forever: the run is stuck, its state query
-// fails too, and nothing is written in its timeline.
+// An error here would fail the whole PollWorkflowTaskQueue response that
+// carries it: the workflow task would be redelivered for ever, the run
+// stuck, its state query failing, and nothing written in its timeline.
 func TestAPayloadThatDoesNotOpenIsRefusedNotFatal(t *testing.T) {
 	t.Parallel()
 	spec, err := NewKey("k1")

@@ -2,7 +2,7 @@
 // "order shipped" webhook, a cron. It speaks JSON and maps the starter's
 // answers onto HTTP:
 //
-//	POST /v1/events      an Event  → 202 started, 200 existing run, 409 conflict, 400 invalid, 415 not JSON
+//	POST /v1/events      an Event  → 202 started, 200 existing run, 409 conflict, 400 invalid, 415 not JSON (unsigned)
 //	GET  /v1/events/{key}          → the run's state and timeline
 //	GET  /healthz                  → 200
 //
@@ -17,10 +17,10 @@
 // refused request. The same signed POST sent again (a sender's retry
 // after a lost answer) gets the answer the first got: its signature names
 // the start request to Temporal, which recognises it, so no memory is
-// kept here and any intake replica answers alike. A POST must say
-// Content-Type: application/json, so a browser's cross-site form cannot
-// post to an unsigned intake. Each client (by remote address, or behind a
-// named proxy by the address the proxy adds to X-Forwarded-For) gets a
+// kept here and any intake replica answers alike. An unsigned intake
+// takes only Content-Type: application/json POSTs, so a browser's
+// cross-site form cannot post to it. Each client (by remote address, or
+// behind named proxies by the address they add to X-Forwarded-For) gets a
 // request rate; past it the answer is 429 with Retry-After. Errors from
 // Temporal are logged, not echoed.
 package intake

@@ -15,10 +15,10 @@ import (
 )
 
 // A signed POST cannot come from a browser's cross-site form, so its
-// Content-Type proves nothing; refusing it breaks every sender that
-// followed the previous README (`curl ... -d "$body"` sends
+// Content-Type proves nothing; refusing it would break every sender that
+// followed the earlier README (`curl ... -d "$body"` sends
 // application/x-www-form-urlencoded), and 415 is a final answer: the
-// event is dropped by a sender that does not retry 4xx.
+// event would be dropped by a sender that does not retry 4xx.
 func TestASignedPostIsNotRefusedForItsContentType(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -49,9 +49,9 @@ func postFrom(h http.Handler, remote, xff string) int {
 }
 
 // The common setup: nginx on the same host terminates TLS and forwards
-// to 127.0.0.1:8080. Naming it (--intake-behind-proxy=127.0.0.1) has no
-// effect: clientOf returns the loopback address before it looks at the
-// proxies, so every sender shares one bucket and one busy sender makes
+// to 127.0.0.1:8080. Named (--intake-behind-proxy=127.0.0.1), its
+// forwarded addresses key the clients; were loopback taken as the client,
+// every sender would share one bucket and one busy sender would make
 // every other one get 429.
 func TestALoopbackProxyIsHonoured(t *testing.T) {
 	t.Parallel()
@@ -66,8 +66,8 @@ func TestALoopbackProxyIsHonoured(t *testing.T) {
 }
 
 // Two named proxies in a row (a load balancer, then nginx): the last hop
-// is the load balancer's own address, so all clients share its bucket.
-// The rightmost address that is not a named proxy is the client.
+// is the load balancer's own address, which would put all clients in its
+// bucket. The rightmost address that is not a named proxy is the client.
 func TestAChainOfNamedProxiesKeysTheClient(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -81,9 +81,9 @@ func TestAChainOfNamedProxiesKeysTheClient(t *testing.T) {
 }
 
 // Behind a named proxy, each client is keyed by the address the proxy
-// added to X-Forwarded-For (the last one: those before it are the
-// client's own word), and a request that comes around the proxy is
-// refused; loopback (a health check) is always let in.
+// added to X-Forwarded-For (the rightmost that is not a proxy: those
+// before it are the client's own word), and a request that comes around
+// the proxy is refused; loopback (a health check) is always let in.
 func TestBehindAProxyClientsAreKeyedByTheForwardedAddress(t *testing.T) {
 	t.Parallel()
 	now := time.Now()

@@ -14,10 +14,9 @@ import (
 
 // Before the purge a second message under a used key is a conflict (the
 // starter's promise: "another recipient or text is a ConflictError, never
-// a silent attach"). After it, the same claim passes and the run reports
-// "duplicate: already sent as message msg-1" for a message never sent.
-// Temporal forgets the run at about the same time (retention from close,
-// the ledger from settle), so nothing detects the reuse any more.
+// a silent attach"), and after it too: Temporal forgets the run at about
+// the same time (retention from close, the ledger from settle), so the
+// ledger's keyed fingerprint of the message is what still detects it.
 func TestAPurgedEventStillRefusesAnotherMessage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -45,12 +44,10 @@ func TestAPurgedEventStillRefusesAnotherMessage(t *testing.T) {
 	require.ErrorIs(t, err, ErrConflict, "after the purge another message under the key must still conflict")
 }
 
-// Rows are sealed under the key that was current when they were written
-// and never re-sealed. An event that never settles (a terminated run) is
-// never purged, so after the documented rotation ("keep the old key ...
-// until ledger rows (the ledger retention)") drops the old key, its row
-// no longer opens: every claim of the key (a new run after Temporal's
-// retention) fails with ErrUnknownKey and Prepare retries forever.
+// Rows are sealed again under the current key when the ledger opens with
+// a rotated ring. An event that never settles (a terminated run) is never
+// purged: without this, dropping the old key would leave its row closed
+// to every later claim of the key (ErrUnknownKey, retried for ever).
 func TestRotationReSealsLedgerRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

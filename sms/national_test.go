@@ -8,9 +8,8 @@ import (
 )
 
 // National numbers written with a separator, the way Dutch mobiles are
-// usually written ("06-12345678"), are not found by any of the three
-// patterns (spacedNumber needs "+" or "00", bareNumber needs unbroken
-// digits) and stay in full in reasons, timelines and logs.
+// usually written ("06-12345678"), are masked too: neither the
+// international patterns nor the bare-digits one find them.
 func TestNationalNumbersWithSeparatorsAreMasked(t *testing.T) {
 	t.Parallel()
 	digits := func(s string) string {

@@ -72,10 +72,9 @@ func (f *preEncryptionTemporal) GetWorkflowHistory(context.Context, string, stri
 
 // The same event posted again while its pre-encryption run is in
 // retention (and the workers no longer run --accept-unsealed) must join
-// it (or be a ConflictError), never fail: today compare decodes the
-// marked input with the default converter and errors, so the intake
-// answers 503 "send the same event again" to every retry until the run
-// leaves retention, and a different message is not told it conflicts.
+// it (or be a ConflictError), never fail: a compare that could not read
+// the marked input would have the intake answer 503 "send the same event
+// again" to every retry until the run leaves retention.
 func TestTheCompareReadsAPreEncryptionRun(t *testing.T) {
 	t.Parallel()
 	f := &preEncryptionTemporal{input: contract.Input{Key: "order-58213-shipped", Provider: "bird", To: "+31612345678", Text: "Order 58213 has shipped."}}

@@ -11,10 +11,9 @@ import (
 	"github.com/acme/smsorch/provider"
 )
 
-// A person's reason ("customer called from ...") goes verbatim into the
+// A person's reason ("customer called from ...") goes masked into the
 // timeline the state query returns (the intake's GET, smsctl status), the
-// Result, and the Settle reason the ledger keeps in plain past the purge.
-// Only the UI's details markdown masks it.
+// Result, and the Settle reason the ledger keeps past the purge.
 func TestADecisionReasonIsMaskedWhereItIsKept(t *testing.T) {
 	t.Parallel()
 	const number = "31687654321"

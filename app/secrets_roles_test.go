@@ -9,11 +9,9 @@ import (
 )
 
 // The codec server runs in the --ui-only process (compose's temporal-ui,
-// --codec-server=0.0.0.0:8234), but Validate returns for --ui-only before
-// validateSecrets: a short or example SMSORCH_CODEC_TOKEN, and the
-// published example codec key, are accepted exactly where they guard the
-// decrypted payloads. (envErr, a NAME_FILE that cannot be read, is
-// dropped there too.)
+// --codec-server=0.0.0.0:8234): a short or example SMSORCH_CODEC_TOKEN,
+// and the published example codec key, are refused there too, where they
+// guard the decrypted payloads.
 func TestTheUIOnlyCodecServerRefusesAWeakToken(t *testing.T) {
 	t.Parallel()
 	own, err := codec.ParseKeys(mustKey(t))
@@ -25,9 +23,8 @@ func TestTheUIOnlyCodecServerRefusesAWeakToken(t *testing.T) {
 	require.ErrorContains(t, cfg.WithDefaults().Validate(), "published example")
 }
 
-// .env.example once shipped POSTGRES_PASSWORD=change-me; the docs say the
-// worker refuses any value the project published, but the ledger DSN is
-// not checked.
+// .env.example once shipped POSTGRES_PASSWORD=change-me: a ledger
+// address with it is refused like any value the project published.
 func TestTheLedgerDSNWithThePublishedPasswordIsRefused(t *testing.T) {
 	t.Parallel()
 	own, err := codec.ParseKeys(mustKey(t))
