@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -106,7 +107,7 @@ func (s State) Final() bool {
 // Decision is a person's answer to a run awaiting a decision.
 type Decision struct {
 	// Action is "resend" or "cancel"; signals imply it from their name.
-	Action string `json:"action"`
+	Action string `json:"action,omitempty"`
 	Reason string `json:"reason"`
 	// By names who decided, for the audit trail.
 	By string `json:"by"`
@@ -119,6 +120,38 @@ type Decision struct {
 	// one the run is on ("bird" or "sendy"), after the same search as any
 	// resend, under the key of the event at that provider.
 	Provider string `json:"provider,omitempty"`
+	// Key is the event the decision is for: the run's workflow id. ID
+	// names this decision; a run applies each id once. Together they make
+	// a decision, sealed or not, useless anywhere but where it was made:
+	// a copy taken from one run's history is refused by another run, and
+	// by the same run later. Runs since version 8 require both;
+	// Starter.Decide and Starter.Signal fill them in.
+	Key string `json:"key,omitempty"`
+	ID  string `json:"id,omitempty"`
+}
+
+// DecisionForm is the payload of a decision signal for the event key, as
+// a person types it in the web UI or the temporal CLI.
+func DecisionForm(key string) string {
+	return fmt.Sprintf(`{"reason": "...", "by": "...", "key": %q, "id": "<unique to this decision, e.g. your ticket number>"}`, key)
+}
+
+// MaxDecisionID is the longest decision id a run accepts.
+const MaxDecisionID = 128
+
+// CheckBinding reports a decision that does not name the event key or
+// carries no usable id; key is the run's event key.
+func (d Decision) CheckBinding(key string) error {
+	example := fmt.Sprintf(`"key": %q, "id": "<unique to this decision, e.g. your ticket number>"`, key)
+	switch {
+	case d.Key == "" || d.ID == "":
+		return fmt.Errorf(`a decision names the event it is for and carries an id of its own, so that a copy of it cannot be applied to another run or twice: add %s`, example)
+	case d.Key != key:
+		return fmt.Errorf(`the decision is for event %q, not for this run's %q: decide on the run of that event, or give %s`, truncate(d.Key, 80), key, example)
+	case len(d.ID) > MaxDecisionID || strings.TrimSpace(d.ID) != d.ID || !utf8.ValidString(d.ID):
+		return fmt.Errorf(`decision id %q is not usable: give at most %d bytes of UTF-8 without leading or trailing spaces`, truncate(d.ID, 80), MaxDecisionID)
+	}
+	return nil
 }
 
 // Decision actions.
@@ -159,18 +192,20 @@ func (d Decision) CheckProvider() error {
 func ParseSignal(action string, raw json.RawMessage) (Decision, error) {
 	d := Decision{Action: action}
 	if len(raw) == 0 || string(raw) == "null" {
-		return d, errors.New(`the signal has no payload: send {"reason": "...", "by": "..."}`)
+		return d, errors.New(`the signal has no payload: send {"reason": "...", "by": "...", "key": "<the event key>", "id": "<unique to this decision>"}`)
 	}
 	var body struct {
 		Reason   string `json:"reason"`
 		By       string `json:"by"`
 		Force    bool   `json:"force"`
 		Provider string `json:"provider"`
+		Key      string `json:"key"`
+		ID       string `json:"id"`
 	}
 	if err := json.Unmarshal(raw, &body); err != nil {
-		return d, fmt.Errorf(`the signal payload %s is not {"reason": "...", "by": "..."} (a resend may add "force": true and "provider": "sendy")`, truncate(string(raw), 80))
+		return d, fmt.Errorf(`the signal payload %s is not {"reason": "...", "by": "..."} with the event's "key" and an "id" (a resend may add "force": true and "provider": "sendy")`, truncate(string(raw), 80))
 	}
-	d.Reason, d.By, d.Force, d.Provider = body.Reason, body.By, body.Force, body.Provider
+	d.Reason, d.By, d.Force, d.Provider, d.Key, d.ID = body.Reason, body.By, body.Force, body.Provider, body.Key, body.ID
 	return d, d.Validate()
 }
 

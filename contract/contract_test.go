@@ -25,3 +25,22 @@ func TestParseSignalReadsForce(t *testing.T) {
 	_, err = ParseSignal(ActionResend, json.RawMessage(`{"reason":"r","by":"b","force":"yes"}`))
 	require.ErrorContains(t, err, `a resend may add "force": true`)
 }
+
+// A decision names its event and carries an id; the signal form reads both,
+// and the binding check says what to add, with the run's key in it.
+func TestDecisionBinding(t *testing.T) {
+	t.Parallel()
+	d, err := ParseSignal(ActionCancel, json.RawMessage(`{"reason":"r","by":"b","key":"order-1-shipped","id":"ticket-4711"}`))
+	require.NoError(t, err)
+	require.Equal(t, Decision{Action: ActionCancel, Reason: "r", By: "b", Key: "order-1-shipped", ID: "ticket-4711"}, d)
+	require.NoError(t, d.CheckBinding("order-1-shipped"))
+
+	require.ErrorContains(t, d.CheckBinding("order-2-shipped"), `the decision is for event "order-1-shipped", not for this run's "order-2-shipped"`)
+	for _, bad := range []Decision{{Key: "order-1-shipped"}, {ID: "x"}, {}} {
+		require.ErrorContains(t, bad.CheckBinding("order-1-shipped"), `add "key": "order-1-shipped", "id": "<unique to this decision`)
+	}
+	for _, id := range []string{" padded", "x\xff", string(make([]byte, MaxDecisionID+1))} {
+		bad := Decision{Key: "order-1-shipped", ID: id}
+		require.ErrorContains(t, bad.CheckBinding("order-1-shipped"), "is not usable")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
@@ -38,8 +39,8 @@ func TestRecordHistories(t *testing.T) {
 	// The provider down past the window, reconciliation, a refused signal,
 	// a resend decision, a new key, delivery.
 	down := downPastTheWindow(t, provider.Bird)
-	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", contract.SignalResend, map[string]string{"reason": "no by"}))
-	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", contract.SignalResend, map[string]string{"reason": "customer called", "by": "alice"}))
+	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", contract.SignalResend, decision(down.Key, map[string]any{"reason": "no by"})))
+	require.NoError(t, stack.Client.SignalWorkflow(ctx, down.Key, "", contract.SignalResend, decision(down.Key, map[string]any{"reason": "customer called", "by": "alice"})))
 	_, err := result(t, stack.Client.GetWorkflow(ctx, down.Key, ""))
 	require.NoError(t, err)
 	save(t, dir, "v1-down-reconcile-resend.json", down.Key)
@@ -71,15 +72,15 @@ func TestRecordHistories(t *testing.T) {
 		}},
 		{"v1-blind-resend-forced.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Sendy)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, map[string]string{"reason": "not forced", "by": "carol"}))
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, map[string]any{"reason": "customer confirmed", "by": "carol", "force": true}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, decision(in.Key, map[string]any{"reason": "not forced", "by": "carol"})))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, decision(in.Key, map[string]any{"reason": "customer confirmed", "by": "carol", "force": true})))
 			return ended(t, in.Key)
 		}},
 		{"v1-cancel-by-update.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
 			h, err := stack.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 				WorkflowID: in.Key, UpdateName: contract.UpdateDecide, WaitForStage: client.WorkflowUpdateStageCompleted,
-				Args: []any{contract.Decision{Action: contract.ActionCancel, Reason: "order cancelled", By: "dave"}},
+				Args: []any{contract.Decision{Action: contract.ActionCancel, Reason: "order cancelled", By: "dave", Key: in.Key, ID: uuid.NewString()}},
 			})
 			require.NoError(t, err)
 			require.NoError(t, h.Get(ctx, nil))
@@ -101,7 +102,7 @@ func TestRecordHistories(t *testing.T) {
 		}},
 		{"v3-bird-down-reconcile-resend.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, map[string]string{"reason": "customer called", "by": "erin"}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, decision(in.Key, map[string]any{"reason": "customer called", "by": "erin"})))
 			return ended(t, in.Key)
 		}},
 		// versionLeanHistory: ledger steps as local activities, delivery
@@ -114,7 +115,7 @@ func TestRecordHistories(t *testing.T) {
 		}},
 		{"v4-sendy-down-reconcile-cancel.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Sendy)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, map[string]string{"reason": "customer ordered again", "by": "erin"}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, decision(in.Key, map[string]any{"reason": "customer ordered again", "by": "erin"})))
 			return ended(t, in.Key)
 		}},
 		// versionFailover: a move to the fallback provider on proof, no move
@@ -131,12 +132,12 @@ func TestRecordHistories(t *testing.T) {
 			_, err := start(ctx, in)
 			require.NoError(t, err)
 			awaitState(t, in.Key, contract.AwaitingDecision, 45*time.Second)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, map[string]string{"reason": "sent by hand", "by": "frank"}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, decision(in.Key, map[string]any{"reason": "sent by hand", "by": "frank"})))
 			return ended(t, in.Key)
 		}},
 		{"v5-decided-resend-at-sendy.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, map[string]string{"reason": "Bird is down", "by": "gina", "provider": "sendy"}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, decision(in.Key, map[string]any{"reason": "Bird is down", "by": "gina", "provider": "sendy"})))
 			return ended(t, in.Key)
 		}},
 		// versionNothingForgotten: a 401 after an unknown attempt searches
@@ -153,7 +154,7 @@ func TestRecordHistories(t *testing.T) {
 		}},
 		{"v6-sendy-down-cancel-outcome-unknown.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Sendy)
-			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, map[string]string{"reason": "sent by hand", "by": "pia"}))
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalCancel, decision(in.Key, map[string]any{"reason": "sent by hand", "by": "pia"})))
 			return ended(t, in.Key)
 		}},
 		// versionLedgerMessages: a run that resumes the event knows the
@@ -165,6 +166,30 @@ func TestRecordHistories(t *testing.T) {
 			in, newRun := resetThen401(t)
 			_, _ = resultWithin(t, stack.Client.GetWorkflow(ctx, in.Key, newRun), 2*time.Minute)
 			return in.Key
+		}},
+		// versionBoundDecisions: decisions that name no event, name
+		// another, or copy one the run applied are refused in the
+		// timeline; the run's own decisions apply.
+		{"v8-copied-decisions-refused-then-resend.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Bird)
+			signal := func(name string, d map[string]any) {
+				require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", name, d))
+			}
+			signal(contract.SignalResend, map[string]any{"reason": "unbound", "by": "mallory", "force": true})
+			signal(contract.SignalResend, map[string]any{"reason": "another event's", "by": "mallory", "force": true, "key": "order-1-shipped", "id": "ticket-9"})
+			signal(contract.SignalResend, map[string]any{"reason": "customer called", "by": "alice", "key": in.Key, "id": "ticket-1"})
+			signal(contract.SignalResend, map[string]any{"reason": "customer called", "by": "alice", "key": in.Key, "id": "ticket-1"})
+			return ended(t, in.Key)
+		}},
+		{"v8-cancel-by-update.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Sendy)
+			h, err := stack.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+				WorkflowID: in.Key, UpdateName: contract.UpdateDecide, WaitForStage: client.WorkflowUpdateStageCompleted,
+				Args: []any{contract.Decision{Action: contract.ActionCancel, Reason: "order cancelled", By: "dave", Key: in.Key, ID: "ticket-2"}},
+			})
+			require.NoError(t, err)
+			require.NoError(t, h.Get(ctx, nil))
+			return ended(t, in.Key)
 		}},
 		{"v1-temporal-cancellation.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
@@ -186,8 +211,15 @@ func failedThenResent(t *testing.T) string {
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
 	awaitState(t, in.Key, contract.AwaitingDecision, 30*time.Second)
-	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalResend, map[string]string{"reason": "the phone was off", "by": "ivy"}))
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalResend, decision(in.Key, map[string]any{"reason": "the phone was off", "by": "ivy"})))
 	return ended(t, in.Key)
+}
+
+// decision is a decision's payload as smsctl signals it: bound to the
+// event, with an id of its own.
+func decision(key string, fields map[string]any) map[string]any {
+	fields["key"], fields["id"] = key, uuid.NewString()
+	return fields
 }
 
 // finished starts the event and waits for its run to end.

@@ -168,7 +168,7 @@ func resetWhileAwaiting(t *testing.T) string {
 		return err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() == newRun && status(t, in.Key).State == contract.AwaitingDecision
 	}, 60*time.Second, 200*time.Millisecond)
 	// The fault is on the event key only: the resend key goes through.
-	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, newRun, contract.SignalResend, map[string]string{"reason": "customer called", "by": "olga"}))
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, newRun, contract.SignalResend, decision(in.Key, map[string]any{"reason": "customer called", "by": "olga"})))
 	// The resend is fenced, the run takes the event over, sends, and
 	// looks once more after the late-effect horizon (31 s) before it
 	// settles: more than result's minute on a loaded machine.
@@ -212,7 +212,7 @@ func TestA401AfterAnUnknownSendyAttemptIsNotFailed(t *testing.T) {
 	require.NoError(t, err)
 	s := awaitState(t, in.Key, contract.AwaitingDecision, 60*time.Second)
 	require.Contains(t, s.Reason, "the outcome is unknown")
-	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalCancel, map[string]string{"reason": "will call the customer", "by": "pia"}))
+	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalCancel, decision(in.Key, map[string]any{"reason": "will call the customer", "by": "pia"})))
 	res, _ := result(t, run)
 	require.Equal(t, contract.Cancelled, res.State)
 	require.True(t, res.OutcomeUnknown, res.Reason)

@@ -242,14 +242,14 @@ func TestProviderDownThenResendSendsOnceUnderTheResendKey(t *testing.T) {
 			ctx := context.Background()
 			in := downPastTheWindow(t, p)
 			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend,
-				map[string]string{"reason": "customer got nothing", "by": "alice"}))
+				decision(in.Key, map[string]any{"reason": "customer got nothing", "by": "alice"})))
 			if p == provider.Sendy {
 				require.Eventually(t, func() bool {
 					return strings.Contains(timelineText(status(t, in.Key)), `refused a resend signal from alice: refused: sendy's records cannot be searched`)
 				}, 10*time.Second, 100*time.Millisecond)
 				require.Equal(t, contract.AwaitingDecision, status(t, in.Key).State)
 				require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend,
-					map[string]any{"reason": "customer confirmed nothing arrived", "by": "alice", "force": true}))
+					decision(in.Key, map[string]any{"reason": "customer confirmed nothing arrived", "by": "alice", "force": true})))
 			}
 			res, err := result(t, stack.Client.GetWorkflow(ctx, in.Key, ""))
 			require.NoError(t, err)
@@ -312,7 +312,7 @@ func TestProviderDownThenCancelSendsNothing(t *testing.T) {
 	t.Parallel()
 	in := downPastTheWindow(t, provider.Bird)
 	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalCancel,
-		map[string]string{"reason": "order cancelled", "by": "bob"}))
+		decision(in.Key, map[string]any{"reason": "order cancelled", "by": "bob"})))
 	res, err := result(t, stack.Client.GetWorkflow(context.Background(), in.Key, ""))
 	require.Error(t, err)
 	require.Equal(t, contract.Cancelled, res.State)
@@ -390,7 +390,7 @@ func resendWhileAHungAttemptLands(t *testing.T) contract.Input {
 	require.NoError(t, err)
 	awaitState(t, in.Key, contract.AwaitingDecision, 30*time.Second)
 	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalResend,
-		map[string]string{"reason": "the message failed", "by": "ivy"}))
+		decision(in.Key, map[string]any{"reason": "the message failed", "by": "ivy"})))
 	return in
 }
 

@@ -415,7 +415,7 @@ func (s *segment) look(l Look) {
 		return
 	}
 	r := rand.New(rand.NewPCG(uint64(s.lt.sc.Seed), uint64(0x100+l.N)))
-	d := contract.Decision{By: fmt.Sprintf("person-%d", l.N), Reason: fmt.Sprintf("look %d", l.N)}
+	d := contract.Decision{By: fmt.Sprintf("person-%d", l.N), Reason: fmt.Sprintf("look %d", l.N), Key: s.lt.sc.Input.Key, ID: fmt.Sprintf("look-%d", l.N)}
 	x := r.Float64()
 	switch {
 	case x < 0.45:
@@ -437,7 +437,36 @@ func (s *segment) look(l Look) {
 	snd := sent{at: s.env.Now().Sub(s.lt.sc.Start), d: d, update: r.IntN(3) > 0, double: r.IntN(4) == 0}
 	s.lt.sent = append(s.lt.sent, snd)
 	s.deliver(snd)
+	s.copies(l, snd.at)
 }
+
+// copies is someone who reaches Temporal without the keys: they send a
+// decision copied from the run's history again, or one of another event,
+// as a signal or an update. A run since versionBoundDecisions applies
+// neither (check counts the decisions it applied by id). Its own random
+// source leaves every other draw of the scenario as it was.
+func (s *segment) copies(l Look, at time.Duration) {
+	if s.lt.opts.Version != 0 && s.lt.opts.Version < workflows.VersionBoundDecisions {
+		return // runs before it do not defend against copies
+	}
+	r := rand.New(rand.NewPCG(uint64(s.lt.sc.Seed), uint64(0x200+l.N)))
+	if len(s.lt.sent) > 1 && r.IntN(3) == 0 {
+		c := s.lt.sent[r.IntN(len(s.lt.sent)-1)]
+		c.at, c.update, c.double = at, r.IntN(2) == 0, false
+		s.lt.tl.add(s.env.Now(), "person", "a copy of decision %s", c.d.ID)
+		s.lt.sent = append(s.lt.sent, c)
+		s.deliver(c)
+	}
+	if r.IntN(6) == 0 {
+		f := s.lt.sent[len(s.lt.sent)-1]
+		f.d.Key, f.d.ID = s.lt.sc.Input.Key+"-other", fmt.Sprintf("%s%d", foreignDecision, l.N)
+		f.at, f.update, f.double = at, r.IntN(2) == 0, false
+		s.deliver(f)
+	}
+}
+
+// foreignDecision starts the id of a decision made for another event.
+const foreignDecision = "other-event-"
 
 // deliver sends a decision to the run, once or as a double click.
 func (s *segment) deliver(d sent) {
@@ -452,7 +481,7 @@ func (s *segment) deliver(d sent) {
 			s.env.SignalWorkflow(d.d.Action, d.d)
 			continue
 		}
-		id := fmt.Sprintf("%s-%d-%d", d.d.By, d.at, i)
+		id := fmt.Sprintf("%s-%s-%d-%d", d.d.By, d.d.ID, d.at, i)
 		s.env.UpdateWorkflow(contract.UpdateDecide, id, &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
 			OnReject: func(err error) {

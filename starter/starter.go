@@ -215,7 +215,7 @@ func Details(p Plan) string {
 	for _, w := range p.Warnings {
 		fmt.Fprintf(&b, "- warning: %s\n", sms.MaskPhones(w))
 	}
-	fmt.Fprintf(&b, "\nDecide on a run awaiting a decision with the signal `%s` or `%s` and `{\"reason\": \"...\", \"by\": \"...\"}`.\n", contract.SignalResend, contract.SignalCancel)
+	fmt.Fprintf(&b, "\nDecide on a run awaiting a decision with the signal `%s` or `%s` and `%s`.\n", contract.SignalResend, contract.SignalCancel, contract.DecisionForm(p.Input.Key))
 	return b.String()
 }
 

@@ -61,8 +61,9 @@ func (s *Starter) Decide(ctx context.Context, key string, d contract.Decision) (
 	if err := checkKey(key); err != nil {
 		return contract.DecisionAck{}, err
 	}
-	if err := errors.Join(d.Validate(), d.CheckProvider()); err != nil {
-		return contract.DecisionAck{}, invalid("decision", err)
+	d, err := bind(key, d)
+	if err != nil {
+		return contract.DecisionAck{}, err
 	}
 	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: key, UpdateName: contract.UpdateDecide, Args: []any{d},
@@ -92,15 +93,33 @@ func (s *Starter) Signal(ctx context.Context, key string, d contract.Decision) e
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if err := errors.Join(d.Validate(), d.CheckProvider()); err != nil {
-		return invalid("decision", err)
+	d, err := bind(key, d)
+	if err != nil {
+		return err
 	}
-	payload := map[string]any{"reason": d.Reason, "by": d.By}
-	if d.Force {
-		payload["force"] = true
-	}
-	err := s.c.SignalWorkflow(ctx, key, "", d.Action, payload)
+	// The signal's payload is the decision without its action, which
+	// the signal's name carries.
+	payload := d
+	payload.Action = ""
+	err = s.c.SignalWorkflow(ctx, key, "", d.Action, payload)
 	return notFound(key, err)
+}
+
+// bind checks a decision and binds it to the run of key: it names the
+// event and gets an id of its own unless the caller chose one (a ticket
+// number, or the id of a decision being retried), so the run applies it
+// once and no other run applies it at all.
+func bind(key string, d contract.Decision) (contract.Decision, error) {
+	if d.Key == "" {
+		d.Key = key
+	}
+	if d.ID == "" {
+		d.ID = newRequestID()
+	}
+	if err := errors.Join(d.Validate(), d.CheckProvider(), d.CheckBinding(key)); err != nil {
+		return d, invalid("decision", err)
+	}
+	return d, nil
 }
 
 // Wait blocks until the run ends and returns its Result. A run that ended

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,7 +43,7 @@ func (r *run) setup(ctx workflow.Context) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		ctx.Done().Receive(ctx, nil)
 		d := contract.Decision{Action: contract.ActionCancel, By: "Temporal cancellation request", Reason: "the run was asked to cancel"}
-		if err := r.decide(d); err != nil {
+		if err := r.apply(d); err != nil {
 			r.refuse(d, "cancellation request", err)
 		}
 	})
@@ -86,6 +87,19 @@ func (r *run) check(d contract.Decision) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
+	if r.v >= versionBoundDecisions {
+		if err := d.CheckBinding(r.in.Key); err != nil {
+			return fmt.Errorf("refused: %w", err)
+		}
+		if r.decisionIDs[d.ID] {
+			return fmt.Errorf("refused: decision %s was applied to this run already; a copy of it applies nothing (a new decision takes a new id)", sms.MaskPhones(d.ID))
+		}
+	}
+	return r.checkState(d)
+}
+
+// checkState reports whether the run's state admits a decision.
+func (r *run) checkState(d contract.Decision) error {
 	if r.st.State != contract.AwaitingDecision {
 		return fmt.Errorf("refused: the run is %s, not awaiting a decision; a %s applies only to a run in state AwaitingDecision", r.st.State, d.Action)
 	}
@@ -103,11 +117,32 @@ func (r *run) check(d contract.Decision) error {
 	return nil
 }
 
-// decide applies a decision for the main loop to act on.
+// decide applies a person's decision, by signal or update, for the main
+// loop to act on.
 func (r *run) decide(d contract.Decision) error {
 	if err := r.check(d); err != nil {
 		return err
 	}
+	if r.v >= versionBoundDecisions {
+		if r.decisionIDs == nil {
+			r.decisionIDs = map[string]bool{}
+		}
+		r.decisionIDs[d.ID] = true
+	}
+	return r.take(d)
+}
+
+// apply applies the Temporal cancellation request: the server's, not a
+// payload anyone could copy, so it names no event and carries no id.
+func (r *run) apply(d contract.Decision) error {
+	if err := errors.Join(d.Validate(), r.checkState(d)); err != nil {
+		return err
+	}
+	return r.take(d)
+}
+
+// take hands a decision that passed its checks to the main loop.
+func (r *run) take(d contract.Decision) error {
 	// A person's reason ("customer called from …") is kept in the
 	// timeline, the result and the ledger: masked.
 	d.Reason, d.By = sms.MaskPhones(d.Reason), sms.MaskPhones(d.By)
@@ -115,7 +150,11 @@ func (r *run) decide(d contract.Decision) error {
 		d.Provider = "" // runs before version 5 ignore it, as they always did
 	}
 	r.pending = &d
-	r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)
+	if r.v >= versionBoundDecisions {
+		r.note("%s decided by %s: %s (decision %s)", d.Action, d.By, d.Reason, sms.MaskPhones(d.ID))
+	} else {
+		r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)
+	}
 	if r.deferred != nil {
 		r.note("this decision replaces the resend decided by %s, which was waiting for a search that succeeds", r.deferred.By)
 		r.deferred = nil
@@ -148,6 +187,14 @@ func (r *run) ackMessage(d contract.Decision) string {
 	return "resend accepted: the run reconciles first if the replay window has closed, then sends under the next resend key unless the message is found"
 }
 
+// decisionForm is the payload a decision signal takes on this run.
+func (r *run) decisionForm() string {
+	if r.v >= versionBoundDecisions {
+		return contract.DecisionForm(r.in.Key)
+	}
+	return `{"reason": "...", "by": "..."}`
+}
+
 // await waits for a person's decision until the decision deadline. Since
 // versionNoSilentDuplicates a reconciliation that failed is tried again
 // meanwhile, and the run leaves AwaitingDecision as soon as it takes a
@@ -158,8 +205,8 @@ func (r *run) await() (contract.State, bool) {
 		// Waiting for a search does not extend the decision's deadline.
 		r.st.DecisionDeadline = r.deferredUntil
 	}
-	r.note("awaiting a decision until %s: signal %q or %q with {\"reason\": \"...\", \"by\": \"...\"}",
-		r.st.DecisionDeadline.Format(time.RFC3339), contract.SignalResend, contract.SignalCancel)
+	r.note("awaiting a decision until %s: signal %q or %q with %s",
+		r.st.DecisionDeadline.Format(time.RFC3339), contract.SignalResend, contract.SignalCancel, r.decisionForm())
 	decided := func() bool { return r.pending != nil }
 	for {
 		left := r.st.DecisionDeadline.Sub(workflow.Now(r.ctx))

@@ -64,8 +64,8 @@ func (r *run) details() string {
 		put("- blind resends (forced, without a search that succeeded): %s\n", escapeMarkdown(strings.Join(r.st.BlindResends, ", ")))
 	}
 	if r.st.State == contract.AwaitingDecision {
-		put("- **decide**: signal `%s` or `%s` with `{\"reason\": \"...\", \"by\": \"...\"}` (a resend may add `\"force\": true`) before %s\n",
-			contract.SignalResend, contract.SignalCancel, r.st.DecisionDeadline.Format(time.RFC3339))
+		put("- **decide**: signal `%s` or `%s` with `%s` (a resend may add `\"force\": true`) before %s\n",
+			contract.SignalResend, contract.SignalCancel, r.decisionForm(), r.st.DecisionDeadline.Format(time.RFC3339))
 	}
 	put("\n**Timeline**\n\n")
 	for _, e := range r.st.Timeline {

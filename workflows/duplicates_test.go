@@ -250,10 +250,10 @@ func TestUnsearchableProviderNeedsAForcedResend(t *testing.T) {
 	h.env.RegisterDelayedCallback(func() {
 		h.env.UpdateWorkflow(contract.UpdateDecide, "plain", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { refused = err }, OnAccept: func() { t.Error("a blind resend needs force") }, OnComplete: func(any, error) {},
-		}, contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "carol"})
+		}, bound(contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "carol"}))
 		h.env.UpdateWorkflow(contract.UpdateDecide, "forced", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, contract.Decision{Action: contract.ActionResend, Reason: "customer confirmed nothing arrived", By: "carol", Force: true})
+		}, bound(contract.Decision{Action: contract.ActionResend, Reason: "customer confirmed nothing arrived", By: "carol", Force: true}))
 	}, 4*time.Hour)
 	h.run()
 	res, err := h.result()
@@ -297,7 +297,7 @@ func TestADecisionDuringTheResendIsRefused(t *testing.T) {
 		h.env.SignalWorkflow(contract.SignalCancel, map[string]string{"reason": "never mind", "by": "jack"})
 		h.env.UpdateWorkflow(contract.UpdateDecide, "second", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { updateErr = err }, OnAccept: func() { t.Error("a second decision must be refused") }, OnComplete: func(any, error) {},
-		}, contract.Decision{Action: contract.ActionResend, Reason: "again", By: "kim"})
+		}, bound(contract.Decision{Action: contract.ActionResend, Reason: "again", By: "kim"}))
 	}, time.Hour+30*time.Second)
 	h.run()
 	res, err := h.result()

@@ -142,7 +142,7 @@ func TestAnAcknowledgedResendIsCarriedOutOnceASearchSucceeds(t *testing.T) {
 				}
 				ackErr = err
 			},
-		}, contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "alice"})
+		}, bound(contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "alice"}))
 	}, decided)
 	h.run()
 	res, err := h.result()
@@ -322,7 +322,7 @@ func TestAVanishedMessageIsAnUnknownOutcome(t *testing.T) {
 	h.env.RegisterDelayedCallback(func() {
 		h.env.UpdateWorkflow(contract.UpdateDecide, "u-1", &updateCallbacks{
 			reject: func(err error) { refused = err },
-		}, contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "alice"})
+		}, bound(contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "alice"}))
 	}, h.policy.SendBudget()+time.Hour)
 	h.signal(h.policy.SendBudget()+2*time.Hour, contract.SignalCancel, map[string]string{"reason": "gave up", "by": "alice"})
 	in := input

@@ -174,7 +174,7 @@ func TestReviewADeferredResendDoesNotCycleForEverOnAFlappingSearch(t *testing.T)
 	})
 	decided := h.policy.SendBudget() + time.Minute
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(contract.UpdateDecide, "u-1", &updateCallbacks{}, contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "alice"})
+		h.env.UpdateWorkflow(contract.UpdateDecide, "u-1", &updateCallbacks{}, bound(contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "alice"}))
 	}, decided)
 	var during contract.Status
 	var resentBy int
@@ -307,7 +307,7 @@ func TestReviewCancelWhileADeferredResendWaits(t *testing.T) {
 			h.env.UpdateWorkflow(contract.UpdateDecide, "u-"+by, &updateCallbacks{
 				reject:   func(err error) { errs[i] = err },
 				complete: func(_ any, err error) { errs[i] = err },
-			}, contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: by})
+			}, bound(contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: by}))
 		}, decided+time.Duration(i)*45*time.Minute)
 	}
 	h.signal(decided+2*time.Hour, contract.SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})

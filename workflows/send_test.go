@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,8 +160,31 @@ func (h *harness) reconcileReturns(outs ...activities.ReconcileOutput) *[]activi
 	return &calls
 }
 
+// signal sends a person's decision after a while. A payload that names no
+// event gets what smsctl and the starter give every decision: the event's
+// key and an id of its own (decisions_test.go sends them without).
 func (h *harness) signal(after time.Duration, name string, payload any) {
+	switch p := payload.(type) {
+	case map[string]string:
+		if _, ok := p["key"]; !ok {
+			p["key"], p["id"] = key, nextDecisionID()
+		}
+	case map[string]any:
+		if _, ok := p["key"]; !ok {
+			p["key"], p["id"] = key, nextDecisionID()
+		}
+	}
 	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(name, payload) }, after)
+}
+
+var decisionIDs atomic.Int64
+
+func nextDecisionID() string { return fmt.Sprintf("decision-%d", decisionIDs.Add(1)) }
+
+// bound gives a decision sent by update the event's key and an id of its own.
+func bound(d contract.Decision) contract.Decision {
+	d.Key, d.ID = key, nextDecisionID()
+	return d
 }
 
 func (h *harness) run() {
@@ -575,7 +599,7 @@ func TestDecisionsThatDoNotFitAreRefusedVisibly(t *testing.T) {
 		h.env.UpdateWorkflow(contract.UpdateDecide, "u1", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { updateErr = err },
 			OnAccept: func() { t.Error("the update must be refused") },
-		}, contract.Decision{Action: contract.ActionCancel, Reason: "x", By: "frank"})
+		}, bound(contract.Decision{Action: contract.ActionCancel, Reason: "x", By: "frank"}))
 	}, 8*time.Second)
 	h.run()
 	res, err := h.result()
@@ -601,14 +625,14 @@ func TestUpdateDecidesSynchronously(t *testing.T) {
 	h.env.RegisterDelayedCallback(func() {
 		h.env.UpdateWorkflow(contract.UpdateDecide, "bad", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { badErr = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, contract.Decision{Action: "delete", Reason: "x", By: "y"})
+		}, bound(contract.Decision{Action: "delete", Reason: "x", By: "y"}))
 		h.env.UpdateWorkflow(contract.UpdateDecide, "good", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("refused: %v", err) }, OnAccept: func() {},
 			OnComplete: func(v any, err error) {
 				require.NoError(t, err)
 				ack = v.(contract.DecisionAck)
 			},
-		}, contract.Decision{Action: contract.ActionCancel, Reason: "duplicate order", By: "gina"})
+		}, bound(contract.Decision{Action: contract.ActionCancel, Reason: "duplicate order", By: "gina"}))
 	}, 4*time.Hour)
 	h.run()
 	res, _ := h.result()

@@ -74,14 +74,22 @@ const (
 	// in the reason, so the result and the ledger agree. The
 	// deterministic simulation (simulation/) found all three.
 	versionLedgerMessages workflow.Version = 7
+	// versionBoundDecisions: a decision by signal or update names the
+	// event it is for ("key", the workflow id) and carries an id of its
+	// own ("id"), and a run applies each id once: a decision copied from
+	// one run's history, sealed or not, is refused by another run and by
+	// the same run later. A Temporal cancellation request is not a copy
+	// and needs neither.
+	versionBoundDecisions workflow.Version = 8
 	// latestVersion is what new runs follow.
-	latestVersion = versionLedgerMessages
+	latestVersion = versionBoundDecisions
 )
 
 // VersionChange and LatestVersion name SendSMS's versioning for code
 // outside the package: the deterministic simulation pins new runs to an
 // earlier version to show what a later one fixed.
 const (
-	VersionChange = changeNoSilentDuplicates
-	LatestVersion = latestVersion
+	VersionChange         = changeNoSilentDuplicates
+	LatestVersion         = latestVersion
+	VersionBoundDecisions = versionBoundDecisions
 )
