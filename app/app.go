@@ -124,7 +124,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		}
 		a.Namespace = a.Stack.Namespace()
 		a.uiURL.Store(a.Stack.UIURL())
-		settings = clientopts.Settings{Address: a.Stack.FrontendAddress(), Namespace: a.Namespace}
+		settings = clientopts.Settings{Address: a.Stack.FrontendAddress(), Namespace: a.Namespace, TLS: a.Stack.ClientTLS()}
 		if cfg.UIOnly {
 			settings = clientopts.Settings{Env: envconfig.EnvLookupOS, Address: cfg.UIFrontend, Namespace: a.Namespace}
 		}
@@ -377,7 +377,11 @@ func (a *App) Banner() string {
 		if u := a.Stack.UIURL(); u != "" {
 			fmt.Fprintf(&b, "  Temporal web UI:    %s/namespaces/%s/workflows\n", u, a.Namespace)
 		}
-		fmt.Fprintf(&b, "  Temporal frontend:  %s (namespace %s)\n", a.Stack.FrontendAddress(), a.Namespace)
+		tls := ""
+		if a.Stack.ClientTLS() != nil {
+			tls = ", mutual TLS"
+		}
+		fmt.Fprintf(&b, "  Temporal frontend:  %s (namespace %s%s)\n", a.Stack.FrontendAddress(), a.Namespace, tls)
 		fmt.Fprintf(&b, "  Temporal state:     %s\n", a.Stack.State())
 	} else {
 		fmt.Fprintf(&b, "smsorch worker is up (namespace %s)\n", a.Namespace)

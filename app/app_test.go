@@ -105,11 +105,17 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 		{Config{Dev: true, HealthAddress: "0.0.0.0:8090"}, "the health endpoints listen on loopback only"},
 		{Config{Dev: true, CodecServerAddress: "0.0.0.0:8234"}, "pass --codec-server-in-container"},
 		{Config{Dev: true, LedgerRetention: -time.Hour}, "--ledger-retention -1h0m0s is negative"},
+		{Config{ServerOnly: true, FrontendAddress: "0.0.0.0:7233"}, "refusing to serve the Temporal frontend in plain gRPC on 0.0.0.0:7233"},
+		{Config{ServerOnly: true, FrontendAddress: "10.0.0.7:7233", TemporalTLSCert: "server.pem"}, "go together"},
+		{Config{Dev: true, TemporalTLSServerName: "temporal"}, "use it with --temporal-tls-cert"},
+		{Config{Sendy: SendyConfig{BaseURL: "https://sendy", Token: "t"}, TemporalTLSCert: "c", TemporalTLSKey: "k", TemporalTLSCA: "ca"}, "a worker or the web UI reaches a Temporal with mutual TLS through TEMPORAL_TLS_CLIENT_CERT_PATH"},
 	} {
 		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want)
 	}
 	require.NoError(t, Config{Dev: true}.WithDefaults().Validate(), "dev mode needs nothing else")
 	require.NoError(t, Config{ServerOnly: true, TemporalDB: "postgres://postgres@127.0.0.1/temporal"}.WithDefaults().Validate(), "a server needs no provider")
+	require.NoError(t, Config{ServerOnly: true, FrontendAddress: "0.0.0.0:7233", FrontendWithoutTLS: true}.WithDefaults().Validate(), "a frontend on a private network, said so")
+	require.NoError(t, Config{ServerOnly: true, FrontendAddress: "0.0.0.0:7233", TemporalTLSCert: "c", TemporalTLSKey: "k", TemporalTLSCA: "ca"}.WithDefaults().Validate(), "a frontend with mutual TLS (the files are checked at start)")
 	ring, err := codec.ParseKeys(mustKey(t))
 	require.NoError(t, err)
 	require.NoError(t, Config{UIOnly: true, UIAddress: "0.0.0.0:8233", UIFrontend: "temporal:7233", CodecServerAddress: "0.0.0.0:8234", CodecServerInContainer: true,

@@ -92,6 +92,16 @@ type Config struct {
 	// DataDir holds the dev stack's state and, by default, the ledger.
 	// Default .smsorch in the working directory.
 	DataDir string
+	// TemporalTLSCert, TemporalTLSKey and TemporalTLSCA, in dev and
+	// server-only modes, make the embedded server speak mutual TLS on
+	// every port (devstack.TLS): its certificate and key, and the CA that
+	// signed every server's and client's certificate. TemporalTLSServerName
+	// is the name clients check; default the certificate's first DNS name.
+	TemporalTLSCert, TemporalTLSKey, TemporalTLSCA, TemporalTLSServerName string
+	// FrontendWithoutTLS lets a server-only frontend listen in plain gRPC
+	// on an address other than loopback: only where no one else reaches
+	// it (a container network whose port is not published).
+	FrontendWithoutTLS bool
 	// FrontendAddress and UIAddress are the dev stack's listeners.
 	// Defaults 127.0.0.1:7233 and 127.0.0.1:8233; UIAddress "off" has no UI.
 	FrontendAddress, UIAddress string
@@ -197,6 +207,9 @@ type Config struct {
 	envErr                   error  // a secret's variable or file that could not be read
 	envTemporalAddress       string // $TEMPORAL_ADDRESS, for UIFrontend
 	envTemporalNamespace     string // $TEMPORAL_NAMESPACE
+	// $TEMPORAL_TLS_CLIENT_CERT_PATH, _KEY_PATH, _SERVER_CA_CERT_PATH and
+	// _SERVER_NAME: how a ui-only UI reaches a Temporal with mutual TLS.
+	envTLSCert, envTLSKey, envTLSCA, envTLSServerName string
 }
 
 // BirdConfig is Bird's connection; AccessKey comes from BIRD_ACCESS_KEY.
@@ -293,7 +306,7 @@ func (c Config) Validate() error {
 	}
 	if c.ServerOnly {
 		// The dev stack checks its own settings.
-		return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets())
+		return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS())
 	}
 	if c.UIOnly {
 		var errs []error
@@ -305,7 +318,7 @@ func (c Config) Validate() error {
 		}
 		return errors.Join(append(errs, c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets())...)
 	}
-	errs := []error{c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets()}
+	errs := []error{c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS()}
 	if c.LedgerRetention < 0 {
 		errs = append(errs, fmt.Errorf("--ledger-retention %s is negative: give how long the ledger keeps a settled event's recipient and text, like 720h, or 0 for the namespace's retention", c.LedgerRetention))
 	}
@@ -460,6 +473,35 @@ func (c Config) validateIntake() error {
 	return nil
 }
 
+// validateTemporalTLS checks the embedded server's mutual TLS settings
+// (the dev stack checks the files at start), and refuses a server-only
+// frontend that anyone on the network could call.
+func (c Config) validateTemporalTLS() error {
+	given := 0
+	for _, v := range []string{c.TemporalTLSCert, c.TemporalTLSKey, c.TemporalTLSCA} {
+		if v != "" {
+			given++
+		}
+	}
+	if given > 0 && !c.Dev && !c.ServerOnly {
+		return errors.New("--temporal-tls-cert, --temporal-tls-key and --temporal-tls-ca are the embedded Temporal server's (--dev, --server-only): a worker or the web UI reaches a Temporal with mutual TLS through TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH and TEMPORAL_TLS_SERVER_CA_CERT_PATH")
+	}
+	if given > 0 && given < 3 {
+		return errors.New("--temporal-tls-cert, --temporal-tls-key and --temporal-tls-ca go together: the server's certificate and key, and the CA that signed the certificates of the servers and of their clients")
+	}
+	if c.TemporalTLSServerName != "" && given == 0 {
+		return errors.New("--temporal-tls-server-name names the server in its TLS certificate: use it with --temporal-tls-cert, --temporal-tls-key and --temporal-tls-ca")
+	}
+	if !c.ServerOnly || given > 0 || c.FrontendWithoutTLS {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.FrontendAddress)
+	if err != nil || loopback(host) {
+		return nil // the dev stack explains a malformed address
+	}
+	return fmt.Errorf("refusing to serve the Temporal frontend in plain gRPC on %s: whoever reaches it could list, cancel and terminate runs and read their histories. Give it mutual TLS with --temporal-tls-cert, --temporal-tls-key and --temporal-tls-ca (the workers then set TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH and TEMPORAL_TLS_SERVER_CA_CERT_PATH), or listen on 127.0.0.1, or pass --frontend-without-tls where only a private network reaches it (a container network whose port is not published)", c.FrontendAddress)
+}
+
 func loopback(host string) bool {
 	if host == "localhost" {
 		return true
@@ -484,6 +526,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.BroadcastAddress, "broadcast-address", "", "with a postgres:// --temporal-db: the IP the other servers of the cluster reach this one on (default the --frontend host)")
 	fs.StringVar(&c.DataDir, "data-dir", defaults.DataDir, "dev-mode state directory (Temporal's SQLite file, the ledger)")
 	fs.StringVar(&c.FrontendAddress, "frontend", defaults.FrontendAddress, "dev and server-only modes: the Temporal frontend address")
+	fs.StringVar(&c.TemporalTLSCert, "temporal-tls-cert", "", "dev and server-only modes: serve every port of the Temporal server with mutual TLS, with this certificate (PEM; serverAuth and clientAuth; with --temporal-tls-key and --temporal-tls-ca)")
+	fs.StringVar(&c.TemporalTLSKey, "temporal-tls-key", "", "the private key of --temporal-tls-cert (PEM)")
+	fs.StringVar(&c.TemporalTLSCA, "temporal-tls-ca", "", "the CA certificate (PEM) that signed the certificates of the servers and of every client: a client without one is refused")
+	fs.StringVar(&c.TemporalTLSServerName, "temporal-tls-server-name", "", "the name clients check in the servers' certificate (default its first DNS name)")
+	fs.BoolVar(&c.FrontendWithoutTLS, "frontend-without-tls", false, "server-only mode: let the frontend listen in plain gRPC on an address other than loopback, where only a private network reaches it (a container network whose port is not published)")
 	fs.StringVar(&c.UIAddress, "ui", defaults.UIAddress, `dev, server-only and ui-only modes: the Temporal web UI address, or "off"`)
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
 	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
@@ -606,4 +653,6 @@ func (c *Config) ReadEnv(getenv func(string) string) {
 	c.envErr = errors.Join(errs...)
 	c.envTemporalAddress = getenv("TEMPORAL_ADDRESS")
 	c.envTemporalNamespace = getenv("TEMPORAL_NAMESPACE")
+	c.envTLSCert, c.envTLSKey = getenv("TEMPORAL_TLS_CLIENT_CERT_PATH"), getenv("TEMPORAL_TLS_CLIENT_KEY_PATH")
+	c.envTLSCA, c.envTLSServerName = getenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH"), getenv("TEMPORAL_TLS_SERVER_NAME")
 }

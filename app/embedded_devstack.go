@@ -18,16 +18,25 @@ const embeddedBuilt = true
 // server-only modes) or the web UI alone (ui-only mode).
 func startEmbedded(ctx context.Context, cfg Config, log *zap.Logger, codecEndpoint string) (Embedded, error) {
 	if cfg.UIOnly {
+		var t *devstack.TLS
+		if cfg.envTLSCert != "" || cfg.envTLSKey != "" || cfg.envTLSCA != "" {
+			t = &devstack.TLS{CertFile: cfg.envTLSCert, KeyFile: cfg.envTLSKey, CAFile: cfg.envTLSCA, ServerName: cfg.envTLSServerName}
+		}
 		s, err := devstack.StartUI(ctx, devstack.UIConfig{
 			Address: cfg.UIAddress, Frontend: cfg.UIFrontend, Namespace: cfg.uiNamespace(),
-			CodecEndpoint: codecEndpoint, Logger: log,
+			CodecEndpoint: codecEndpoint, Logger: log, TLS: t,
 		})
 		if err != nil {
 			return nil, err
 		}
 		return s, nil
 	}
+	var t *devstack.TLS
+	if cfg.TemporalTLSCert != "" {
+		t = &devstack.TLS{CertFile: cfg.TemporalTLSCert, KeyFile: cfg.TemporalTLSKey, CAFile: cfg.TemporalTLSCA, ServerName: cfg.TemporalTLSServerName}
+	}
 	s, err := devstack.Start(ctx, devstack.Config{
+		TLS:             t,
 		FrontendAddress: cfg.FrontendAddress, UIAddress: cfg.UIAddress, DataDir: cfg.DataDir,
 		Database: cfg.TemporalDB, BroadcastAddress: cfg.BroadcastAddress,
 		SearchAttributes: contract.SearchAttributes(), Logger: log, CodecEndpoint: codecEndpoint,

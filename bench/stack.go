@@ -74,7 +74,7 @@ func (s *stack) up(ctx context.Context) error {
 	if s.server, err = procs.Start("server", s.cfg.Bins.Server, args, env, log); err != nil {
 		return err
 	}
-	if err := procs.WaitTemporal(ctx, s.server, s.frontend, 3*time.Minute); err != nil {
+	if err := procs.WaitTemporal(ctx, s.server, s.frontend, nil, 3*time.Minute); err != nil {
 		return fmt.Errorf("the Temporal server did not come up (see %s): %w", log, err)
 	}
 	s.sims = map[string]string{}

@@ -60,7 +60,7 @@ func (c *cmd) dial(ctx context.Context) (*starter.Starter, func(), error) {
 	}
 	tc, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to Temporal at %s: %w (is `go run ./worker --dev` running? set TEMPORAL_ADDRESS for another cluster)", opts.HostPort, err)
+		return nil, nil, fmt.Errorf("connect to Temporal at %s: %w (is `go run ./worker --dev` running? set TEMPORAL_ADDRESS for another cluster, and for one with mutual TLS TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH and TEMPORAL_TLS_SERVER_CA_CERT_PATH)", opts.HostPort, err)
 	}
 	return starter.New(tc, starter.WithNamespace(opts.Namespace)), tc.Close, nil
 }

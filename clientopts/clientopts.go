@@ -6,6 +6,7 @@
 package clientopts
 
 import (
+	"crypto/tls"
 	"fmt"
 
 	"go.temporal.io/sdk/client"
@@ -45,6 +46,9 @@ type Settings struct {
 	RefuseUnsealed bool
 	// Metrics receives the SDK's metrics; nil drops them.
 	Metrics client.MetricsHandler
+	// TLS, when set, replaces the environment's TLS settings: a program
+	// that runs its own server with mutual TLS presents its certificate.
+	TLS *tls.Config
 }
 
 // Build returns the client options for s.
@@ -65,6 +69,9 @@ func Build(s Settings) (client.Options, error) {
 	}
 	if s.Namespace != "" {
 		opts.Namespace = s.Namespace
+	}
+	if s.TLS != nil {
+		opts.ConnectionOptions.TLS = s.TLS
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = client.DefaultNamespace

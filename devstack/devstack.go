@@ -14,6 +14,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -89,6 +90,8 @@ type Config struct {
 	// ServerLogLevel filters the server's own, chatty log: debug, info,
 	// warn (default) or error.
 	ServerLogLevel string
+	// TLS, when set, makes every port of the server speak mutual TLS.
+	TLS *TLS
 }
 
 func (c Config) withDefaults() Config {
@@ -136,6 +139,11 @@ func (c Config) validate() error {
 			return err
 		}
 		if _, err := c.broadcast(); err != nil {
+			return err
+		}
+	}
+	if c.TLS != nil {
+		if _, _, _, err := c.TLS.load(); err != nil {
 			return err
 		}
 	}
@@ -208,8 +216,12 @@ type Stack struct {
 	uiAddr       string
 	dbPath       string
 	uiOnly       bool // StartUI: no server in this process
-	stopOnce     sync.Once
-	stopErr      error
+	// With mutual TLS: what the process's own clients present, and the
+	// name they check in the server's certificate.
+	clientTLS *tls.Config
+	tlsName   string
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // FrontendAddress is the host:port SDK clients dial.
@@ -221,6 +233,15 @@ func (s *Stack) UIURL() string {
 		return ""
 	}
 	return "http://" + s.uiAddr
+}
+
+// ClientTLS is what a client in this process presents to the server
+// (a copy), or nil when the server speaks plain gRPC.
+func (s *Stack) ClientTLS() *tls.Config {
+	if s.clientTLS == nil {
+		return nil
+	}
+	return s.clientTLS.Clone()
 }
 
 // Namespace is the namespace registered at start.
@@ -263,6 +284,13 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, fmt.Errorf("frontend address %s: %w", cfg.FrontendAddress, err)
 	}
 	s.frontendAddr = net.JoinHostPort(frontendHost, strconv.Itoa(frontendPort))
+	if cfg.TLS != nil {
+		cert, pool, name, err := cfg.TLS.load()
+		if err != nil {
+			return nil, err
+		}
+		s.clientTLS, s.tlsName = clientConfig(cert, pool, name), name
+	}
 
 	if cfg.UIAddress != UIOff {
 		if err := s.buildUI(); err != nil {
@@ -321,7 +349,10 @@ func (s *Stack) Stop() error {
 func (s *Stack) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: s.frontendAddr, Namespace: s.cfg.Namespace, Logger: logging.SDK(zap.NewNop())})
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort: s.frontendAddr, Namespace: s.cfg.Namespace, Logger: logging.SDK(zap.NewNop()),
+		ConnectionOptions: client.ConnectionOptions{TLS: s.ClientTLS()},
+	})
 	if err != nil {
 		return fmt.Errorf("the Temporal frontend on %s does not answer: %w", s.frontendAddr, err)
 	}

@@ -142,8 +142,19 @@ func checkStackServesAndSurvivesRestart(t *testing.T, dir, db string) {
 	// ...and is still there, with its result, after a stop and a start on the same directory.
 	s2 := startStack(t, dir, db)
 	c2 := dial(t, s2)
-	desc, err := c2.DescribeWorkflowExecution(ctx, "order-58213-shipped", "")
-	require.NoError(t, err)
+	// On PostgreSQL the restarted server owns the history shards once the
+	// stopped one's membership has expired: a call can time out until then.
+	var desc *workflowservice.DescribeWorkflowExecutionResponse
+	var lastErr error
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		desc, lastErr = c2.DescribeWorkflowExecution(ctx, "order-58213-shipped", "")
+		if lastErr == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	require.NoError(t, lastErr, "the run after the restart")
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.GetWorkflowExecutionInfo().GetStatus())
 	require.NoError(t, c2.GetWorkflow(ctx, "order-58213-shipped", "").Get(ctx, &out))
 	require.Equal(t, "echo hi", out)

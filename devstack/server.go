@@ -126,6 +126,9 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	// The server's own system workflows reach the frontend of this process.
 	conf.PublicClient.HostPort = s.frontendAddr
+	if s.cfg.TLS != nil {
+		conf.Global.TLS = s.cfg.TLS.serverConfig(s.tlsName)
+	}
 
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {

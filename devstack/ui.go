@@ -54,8 +54,24 @@ func (s *Stack) buildUI() error {
 		HideLogs:            true,
 		DisableNewsFetch:    true, // the machines this runs on may have no internet
 		Codec:               uiconfig.Codec{Endpoint: s.cfg.CodecEndpoint},
+		TLS:                 s.uiTLS(),
 	}))
 	return nil
+}
+
+// uiTLS is how the UI's server reaches the frontend: with the server's
+// own certificate in its process, with the one UIConfig names beside a
+// Temporal that runs elsewhere.
+func (s *Stack) uiTLS() uiconfig.TLS {
+	t := s.cfg.TLS
+	if t == nil {
+		return uiconfig.TLS{}
+	}
+	name := t.ServerName
+	if !s.uiOnly {
+		name = s.tlsName
+	}
+	return uiTLS(t.CertFile, t.KeyFile, t.CAFile, name)
 }
 
 // UIConfig configures StartUI: the web UI alone, for a Temporal that
@@ -69,7 +85,11 @@ type UIConfig struct {
 	Namespace string
 	// CodecEndpoint is the codec server as the person's browser reaches it.
 	CodecEndpoint string
-	Logger        *zap.Logger
+	// TLS, when set, is the UI's client certificate and key, and the CA
+	// that signed the frontend's certificate (ServerName: the name to
+	// check in it; default the frontend's host).
+	TLS    *TLS
+	Logger *zap.Logger
 }
 
 // StartUI serves the same web UI as Start, pointed at a Temporal frontend
@@ -88,7 +108,12 @@ func StartUI(ctx context.Context, cfg UIConfig) (*Stack, error) {
 	if _, _, err := net.SplitHostPort(cfg.Address); err != nil {
 		return nil, fmt.Errorf("UI address %q is not host:port (for example %s): %w", cfg.Address, DefaultUIAddress, err)
 	}
-	s := &Stack{cfg: Config{UIAddress: cfg.Address, Namespace: cfg.Namespace, CodecEndpoint: cfg.CodecEndpoint, Logger: cfg.Logger}, frontendAddr: cfg.Frontend, uiOnly: true}
+	if cfg.TLS != nil {
+		if err := cfg.TLS.loadClient(); err != nil {
+			return nil, err
+		}
+	}
+	s := &Stack{cfg: Config{UIAddress: cfg.Address, Namespace: cfg.Namespace, CodecEndpoint: cfg.CodecEndpoint, Logger: cfg.Logger, TLS: cfg.TLS}, frontendAddr: cfg.Frontend, uiOnly: true}
 	if err := s.buildUI(); err != nil {
 		return nil, err
 	}

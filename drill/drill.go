@@ -229,7 +229,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Outcome, error) {
 	}
 	defer d.stopAll()
 	// The workers' keys: the runs' payloads are sealed.
-	opts, err := clientopts.Build(clientopts.Settings{Address: strings.Join(d.frontends, ","), Codec: d.keys})
+	opts, err := clientopts.Build(clientopts.Settings{Address: strings.Join(d.frontends, ","), Codec: d.keys, TLS: d.clientTLS()})
 	if err != nil {
 		return Summary{}, nil, err
 	}

@@ -89,7 +89,8 @@ func (d *drill) plainAtRest(ctx context.Context) ([]string, error) {
 func (d *drill) plainInRuns(ctx context.Context) ([]string, error) {
 	var found []string
 	look := func(where string, text []byte) { d.look(&found, where, text) }
-	env := append(d.creds.Env(), "TEMPORAL_ADDRESS="+strings.Join(d.frontends, ","), codec.EnvKeys+"="+d.keySpec)
+	env := append(d.creds.Env(), codec.EnvKeys+"="+d.keySpec)
+	env = append(env, d.temporalEnv()...)
 	for i, e := range d.events {
 		st, err := d.st.Status(ctx, e.key)
 		if err != nil {

@@ -2,21 +2,27 @@ package drill
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/internal/pgdb"
+	"github.com/acme/smsorch/internal/pki"
 	"github.com/acme/smsorch/internal/procs"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/simulator"
@@ -30,11 +36,69 @@ type topology struct {
 	intakes   []string // one per worker process
 	// temporalDB is the cluster's Temporal database ("" in dev mode).
 	temporalDB string
-	mu         sync.Mutex
-	servers    []*procs.Proc // cluster only; nil once killed
-	workers    []*procs.Proc
-	killed     []string
-	next       atomic.Uint64 // intake rotation
+	// certs are the cluster's mutual TLS: its servers answer only
+	// clients with a certificate of its CA (nil in dev mode).
+	certs   *pki.Files
+	mu      sync.Mutex
+	servers []*procs.Proc // cluster only; nil once killed
+	workers []*procs.Proc
+	killed  []string
+	next    atomic.Uint64 // intake rotation
+}
+
+// clusterName is the name the cluster's clients check in its servers'
+// certificate.
+const clusterName = "temporal.smsdrill"
+
+// temporalEnv is how a worker or smsctl reaches the drill's Temporal.
+func (d *drill) temporalEnv() []string {
+	env := []string{"TEMPORAL_ADDRESS=" + strings.Join(d.frontends, ",")}
+	if d.certs != nil {
+		env = append(env, d.certs.Env(clusterName)...)
+	}
+	return env
+}
+
+// clientTLS is what the drill's own client presents: the workers'
+// certificate in the cluster, nothing in dev mode.
+func (d *drill) clientTLS() *tls.Config {
+	if d.certs == nil {
+		return nil
+	}
+	pair, err := tls.LoadX509KeyPair(d.certs.ClientCert, d.certs.ClientKey)
+	if err != nil {
+		panic(fmt.Sprintf("drill: the certificates it made do not load: %v", err))
+	}
+	ca, err := os.ReadFile(d.certs.CA)
+	if err != nil {
+		panic(fmt.Sprintf("drill: the CA it made does not read: %v", err))
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: clusterName, MinVersion: tls.VersionTLS12}
+}
+
+// refusesStrangers checks that every server refuses a client without a
+// certificate of the cluster's CA: in plain gRPC, and in TLS with none.
+func (d *drill) refusesStrangers(ctx context.Context) error {
+	noCert := d.clientTLS()
+	noCert.Certificates = nil
+	for _, f := range d.frontends {
+		for what, conf := range map[string]*tls.Config{"in plain gRPC": nil, "in TLS without a certificate": noCert} {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			c, err := client.DialContext(cctx, client.Options{HostPort: f, Logger: logging.SDK(zap.NewNop()), ConnectionOptions: client.ConnectionOptions{TLS: conf}})
+			if err == nil {
+				_, err = c.WorkflowService().CountWorkflowExecutions(cctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: client.DefaultNamespace})
+				c.Close()
+			}
+			cancel()
+			if err == nil {
+				return fmt.Errorf("drill: the Temporal server at %s answered a client %s", f, what)
+			}
+		}
+	}
+	d.logf("each server refused a client without a certificate of the cluster's CA (plain gRPC, and TLS without one)")
+	return nil
 }
 
 func (d *drill) describe() string {
@@ -68,6 +132,11 @@ func (d *drill) startProcesses(ctx context.Context) error {
 		if d.temporalDB, err = pgdb.Name(d.cfg.Postgres, fmt.Sprintf("smsdrill_%d", d.cfg.Seed), "temporal"); err != nil {
 			return err
 		}
+		certs, err := pki.Generate(filepath.Join(d.cfg.Dir, "pki"), []string{clusterName}, nil, "worker")
+		if err != nil {
+			return fmt.Errorf("drill: make the cluster's certificates: %w", err)
+		}
+		d.certs = &certs
 	}
 	for i := 0; i < n; i++ {
 		f, err := procs.FreeAddr()
@@ -90,7 +159,10 @@ func (d *drill) startProcesses(ctx context.Context) error {
 				return err
 			}
 		}
-		d.logf("Temporal cluster up: servers at %s on %s", strings.Join(d.frontends, ", "), logging.RedactDSN(d.temporalDB))
+		d.logf("Temporal cluster up with mutual TLS: servers at %s on %s", strings.Join(d.frontends, ", "), logging.RedactDSN(d.temporalDB))
+		if err := d.refusesStrangers(ctx); err != nil {
+			return err
+		}
 	}
 	for i := range d.workers {
 		if err := d.startWorker(ctx, i); err != nil {
@@ -105,11 +177,12 @@ func (d *drill) startServer(ctx context.Context, i int) error {
 	// The database through the environment, as a password would be.
 	p, err := procs.Start(name, d.cfg.Bins.Server, []string{
 		"--server-only", "--frontend", d.frontends[i], "--ui", "off", "--log-format", "json",
+		"--temporal-tls-cert", d.certs.ServerCert, "--temporal-tls-key", d.certs.ServerKey, "--temporal-tls-ca", d.certs.CA,
 	}, []string{app.EnvTemporalDB + "=" + d.temporalDB}, filepath.Join(d.cfg.Dir, name+".log"))
 	if err != nil {
 		return err
 	}
-	if err := procs.WaitTemporal(ctx, p, d.frontends[i], 3*time.Minute); err != nil {
+	if err := procs.WaitTemporal(ctx, p, d.frontends[i], d.clientTLS(), 3*time.Minute); err != nil {
 		p.Kill()
 		return fmt.Errorf("drill: %s did not come up (see %s): %w", name, filepath.Join(d.cfg.Dir, name+".log"), err)
 	}
@@ -156,7 +229,8 @@ func (d *drill) startWorker(ctx context.Context, i int) error {
 	name := fmt.Sprintf("worker-%d", i+1)
 	env := append(d.creds.Env(), codec.EnvKeys+"="+d.keySpec)
 	if d.cfg.Cluster {
-		env = append(env, "TEMPORAL_ADDRESS="+strings.Join(d.frontends, ","), "TEMPORAL_NAMESPACE="+client.DefaultNamespace)
+		env = append(env, d.temporalEnv()...)
+		env = append(env, "TEMPORAL_NAMESPACE="+client.DefaultNamespace)
 	}
 	log := filepath.Join(d.cfg.Dir, name+".log")
 	bin := d.cfg.Bins.Worker

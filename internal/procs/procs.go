@@ -5,14 +5,10 @@
 package procs
 
 import (
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
-
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/acme/smsorch/logging"
 	"io"
 	"net"
 	"net/http"
@@ -25,7 +21,12 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
 	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/logging"
 )
 
 // Binaries are the programs run as separate processes: the production
@@ -220,12 +221,13 @@ func StopEach(ps []*Proc) {
 }
 
 // WaitTemporal waits until the frontend at addr answers in the default
-// namespace, or the process exits, or timeout.
-func WaitTemporal(ctx context.Context, p *Proc, addr string, timeout time.Duration) error {
+// namespace, or the process exits, or timeout. conf is the client's TLS,
+// nil for plain gRPC.
+func WaitTemporal(ctx context.Context, p *Proc, addr string, conf *tls.Config, timeout time.Duration) error {
 	return WaitReady(ctx, p, "on "+addr, timeout, func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		c, err := client.DialContext(cctx, client.Options{HostPort: addr, Logger: logging.SDK(zap.NewNop())})
+		c, err := client.DialContext(cctx, client.Options{HostPort: addr, Logger: logging.SDK(zap.NewNop()), ConnectionOptions: client.ConnectionOptions{TLS: conf}})
 		if err != nil {
 			return err
 		}
