@@ -502,6 +502,28 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		}
 		number += base
 	}
+	// An attempt needs the time a provider may take to answer. One that
+	// the activity's deadline (the end of the retries' share of the
+	// window) would cut short ends with its outcome unknown where the
+	// provider might have answered, turning a certain history into an
+	// uncertain one. It is not made: nothing is sent, and the run's last
+	// attempt before the window closes gets its full time.
+	if deadline, ok := ctx.Deadline(); ok {
+		// The run's attempt time, which its start-to-close holds with the
+		// slack, capped by the client's own timeout on this worker.
+		need := a.policy(req.Provider).AttemptTimeout
+		if run := info.StartToCloseTimeout - AttemptSlack; run > 0 {
+			need = min(need, run)
+		}
+		if left := time.Until(deadline); left < need {
+			reason := fmt.Sprintf("%s: no attempt made: %s left before the retries' deadline, less than the %s an answer may take; nothing was sent",
+				req.Provider, left.Round(time.Millisecond), need)
+			return SendOutput{}, temporal.NewApplicationErrorWithOptions(reason, ErrNotExecuted, temporal.ApplicationErrorOptions{
+				Details:  []any{SendFailure{Result: provider.Result{Outcome: provider.NotExecuted, Reason: reason}, Attempt: info.Attempt - 1}},
+				Category: temporal.ApplicationErrorCategoryBenign,
+			})
+		}
+	}
 	row := ledger.Attempt{
 		EventKey: in.EventKey, SendKey: req.Key, RunID: info.WorkflowExecution.RunID, Number: number,
 		Fingerprint: req.Fingerprint(), StartedAt: now,

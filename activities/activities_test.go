@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
@@ -615,4 +616,41 @@ func TestPrepareAndRecallReturnTheMessagesTheLedgerHolds(t *testing.T) {
 	require.Equal(t, []SentMessage{{Key: event.Key, ID: id}}, settled.Messages)
 	require.Len(t, settled.SendKeys, 1)
 	require.Equal(t, event.Key, settled.SendKeys[0].Key)
+}
+
+// An attempt the activity's deadline would cut short is not made: an
+// answer cut off would leave its outcome unknown. Nothing reaches the
+// provider, the ledger has no attempt, and the error says nothing was
+// sent, as a provider's "not executed" does.
+func TestSendMakesNoAttemptItsDeadlineWouldCutShort(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p, err := prepare(t, b, event)
+	require.NoError(t, err)
+	in := SendInput{EventKey: event.Key, Request: p.Request, Budget: p.Policy.SendBudget(), InProgressDelay: 5 * time.Second}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // less than the 15 s an attempt may take
+	defer cancel()
+	var ts testsuite.WorkflowTestSuite
+	short := ts.NewTestActivityEnvironment()
+	short.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
+	short.RegisterActivity(b.acts)
+	_, err = short.ExecuteActivity(b.acts.Send, in)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	require.Equal(t, ErrNotExecuted, appErr.Type())
+	require.Contains(t, appErr.Message(), "no attempt made")
+	require.Contains(t, appErr.Message(), "nothing was sent")
+	var failure SendFailure
+	require.NoError(t, appErr.Details(&failure))
+	require.Equal(t, provider.NotExecuted, failure.Result.Outcome)
+	require.Empty(t, b.sim.Requests(simulator.Filter{Key: event.Key}), "nothing reached the provider")
+	rows, err := b.led.Attempts(context.Background(), event.Key)
+	require.NoError(t, err)
+	require.Empty(t, rows, "no attempt in the ledger")
+
+	// With the time an attempt needs, it is made.
+	out, err := send(t, b, in)
+	require.NoError(t, err)
+	require.Equal(t, provider.Accepted, out.Result.Outcome)
 }
