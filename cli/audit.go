@@ -65,7 +65,7 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 			if keys != nil {
 				opt = ledger.WithKeys(keys)
 			}
-			led, err := ledger.Open(ctx, ledgerPath, opt)
+			led, err := ledger.Open(ctx, ledgerPath, opt, ledger.ForReading())
 			if err != nil {
 				return err
 			}

@@ -128,7 +128,9 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Postgres, e
 		p.pool.Close()
 		return nil, fmt.Errorf("ledger: read the identity of %s: %w", p.desc, err)
 	}
-	if err := p.sealExisting(ctx); err != nil {
+	if o.readOnly {
+		// A reading tool leaves the rows for the workers to seal.
+	} else if err := p.sealExisting(ctx); err != nil {
 		p.pool.Close()
 		return nil, err
 	}

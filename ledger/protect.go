@@ -14,6 +14,7 @@ type Option func(*options)
 type options struct {
 	keys       *codec.Keyring
 	hideSealed bool
+	readOnly   bool
 }
 
 // WithKeys seals the personal fields of every event (its recipient and
@@ -29,6 +30,12 @@ func WithKeys(k *codec.Keyring) Option { return func(o *options) { o.keys = k } 
 // text reads as Hidden instead of failing. Never for a worker, which
 // compares them.
 func HideSealed() Option { return func(o *options) { o.hideSealed = true } }
+
+// ForReading is for a tool that only reads (`smsctl audit`): opening
+// the ledger leaves rows written in plain or under an older key as they
+// are, for the workers to seal, instead of rewriting them (and, on
+// SQLite, vacuuming the file) beside the workers.
+func ForReading() Option { return func(o *options) { o.readOnly = true } }
 
 // Hidden stands for a sealed value read without the keys.
 const Hidden = "(sealed)"

@@ -145,9 +145,17 @@ func personalData(t *testing.T, open func(t *testing.T, where string, opts ...Op
 		require.NoError(t, l.Close())
 
 		ring := keys(t, "k1")
+		// A reading tool with the keys reads them and rewrites nothing.
+		l = open(t, where, WithKeys(ring), ForReading())
+		e, err := l.Event(ctx, event.Key)
+		require.NoError(t, err)
+		require.Equal(t, text, e.Text)
+		require.NoError(t, l.Close())
+		require.Contains(t, dump(t, where), text, "a reading tool left the row to the workers")
+
 		l = open(t, where, WithKeys(ring))
 		plainIn(t, where)
-		e, err := l.Event(ctx, event.Key)
+		e, err = l.Event(ctx, event.Key)
 		require.NoError(t, err)
 		require.Equal(t, to, e.Recipient)
 		require.Equal(t, text, e.Text)

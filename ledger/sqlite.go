@@ -136,7 +136,9 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 		_ = db.Close()
 		return nil, err
 	}
-	if err := s.sealExisting(ctx); err != nil {
+	if o.readOnly {
+		// A reading tool leaves the rows for the workers to seal.
+	} else if err := s.sealExisting(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
