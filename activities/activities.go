@@ -470,6 +470,7 @@ type SendFailure struct {
 // start once the key's replay window (minus margin) has passed since its
 // first attempt: past it, only reconciliation may decide about a resend.
 func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error) {
+	begun := time.Now() // the time the activity's deadline left it is read from here, before the ledger's reads
 	info := activity.GetInfo(ctx)
 	req := in.Request
 	c, err := a.client(string(req.Provider))
@@ -515,8 +516,8 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		if run := info.StartToCloseTimeout - AttemptSlack; run > 0 {
 			need = min(need, run)
 		}
-		if left := time.Until(deadline); left < need {
-			reason := fmt.Sprintf("%s: no attempt made: %s left before the retries' deadline, less than the %s an answer may take; nothing was sent",
+		if left := deadline.Sub(begun); left < need {
+			reason := fmt.Sprintf("%s: no attempt made: the activity started with %s left before its deadline, less than the %s an answer may take; nothing was sent",
 				req.Provider, left.Round(time.Millisecond), need)
 			return SendOutput{}, temporal.NewApplicationErrorWithOptions(reason, ErrNotExecuted, temporal.ApplicationErrorOptions{
 				Details:  []any{SendFailure{Result: provider.Result{Outcome: provider.NotExecuted, Reason: reason}, Attempt: info.Attempt - 1}},

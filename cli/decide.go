@@ -53,7 +53,7 @@ func (c *cmd) decideCommand(action string) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&d.Reason, "reason", "", "why (kept in the run's timeline)")
 	f.StringVar(&d.By, "by", "", "who decides (kept in the run's timeline)")
-	f.StringVar(&d.ID, "id", "", "this decision's id (default a new one): a run applies an id once, so the same command with the same --id is safe to repeat")
+	f.StringVar(&d.ID, "id", "", "this decision's id (default a new one), such as a ticket number: a run acts on an id once, so repeating the command with the same --id never applies it twice")
 	f.BoolVar(&signal, "signal", false, "send the plain signal instead of the update: queued even with no worker running; a refusal shows only in the run's timeline")
 	if action == resend {
 		cmd.Short = "Decide to resend: a new message under KEY~resend-N (or at another provider)"

@@ -148,6 +148,8 @@ func (d Decision) CheckBinding(key string) error {
 		return fmt.Errorf(`a decision names the event it is for and carries an id of its own, so that a copy of it cannot be applied to another run or twice: add %s`, example)
 	case d.Key != key:
 		return fmt.Errorf(`the decision is for event %q, not for this run's %q: decide on the run of that event, or give %s`, truncate(d.Key, 80), key, example)
+	case strings.HasPrefix(d.ID, "<") && strings.HasSuffix(d.ID, ">"):
+		return fmt.Errorf(`decision id %q is the form's placeholder: give an id of your own, such as your ticket number`, truncate(d.ID, 80))
 	case len(d.ID) > MaxDecisionID || strings.TrimSpace(d.ID) != d.ID || !utf8.ValidString(d.ID):
 		return fmt.Errorf(`decision id %q is not usable: give at most %d bytes of UTF-8 without leading or trailing spaces`, truncate(d.ID, 80), MaxDecisionID)
 	}

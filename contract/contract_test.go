@@ -39,6 +39,10 @@ func TestDecisionBinding(t *testing.T) {
 	for _, bad := range []Decision{{Key: "order-1-shipped"}, {ID: "x"}, {}} {
 		require.ErrorContains(t, bad.CheckBinding("order-1-shipped"), `add "key": "order-1-shipped", "id": "<unique to this decision`)
 	}
+	form := DecisionForm("order-1-shipped")
+	var pasted Decision
+	require.NoError(t, json.Unmarshal([]byte(form), &pasted), form)
+	require.ErrorContains(t, pasted.CheckBinding("order-1-shipped"), "is the form's placeholder")
 	for _, id := range []string{" padded", "x\xff", string(make([]byte, MaxDecisionID+1))} {
 		bad := Decision{Key: "order-1-shipped", ID: id}
 		require.ErrorContains(t, bad.CheckBinding("order-1-shipped"), "is not usable")

@@ -74,6 +74,13 @@ func (r *run) receiveSignals(ctx workflow.Context) {
 			if err != nil {
 				r.refuse(d, action+" signal", err)
 			}
+			if r.v >= versionBoundDecisions && d.CheckBinding(r.in.Key) == nil {
+				// A signal stays in the history whether it was applied or
+				// refused: its id is spent either way, so a copy of a
+				// signal refused then cannot apply later, in a state its
+				// author never saw.
+				r.spend(d.ID)
+			}
 		})
 	}
 	for {
@@ -92,7 +99,7 @@ func (r *run) check(d contract.Decision) error {
 			return fmt.Errorf("refused: %w", err)
 		}
 		if r.decisionIDs[d.ID] {
-			return fmt.Errorf("refused: decision %s was applied to this run already; a copy of it applies nothing (a new decision takes a new id)", sms.MaskPhones(d.ID))
+			return fmt.Errorf("refused: decision %s reached this run before; a copy of it applies nothing (a new decision takes a new id)", sms.MaskPhones(d.ID))
 		}
 	}
 	return r.checkState(d)
@@ -124,12 +131,19 @@ func (r *run) decide(d contract.Decision) error {
 		return err
 	}
 	if r.v >= versionBoundDecisions {
-		if r.decisionIDs == nil {
-			r.decisionIDs = map[string]bool{}
-		}
-		r.decisionIDs[d.ID] = true
+		r.spend(d.ID)
 	}
 	return r.take(d)
+}
+
+// spend records a decision id the run has acted on: applied, or, for a
+// signal, read and refused. An update its validator refused left no
+// trace, so its id stays free for a retry.
+func (r *run) spend(id string) {
+	if r.decisionIDs == nil {
+		r.decisionIDs = map[string]bool{}
+	}
+	r.decisionIDs[id] = true
 }
 
 // apply applies the Temporal cancellation request: the server's, not a

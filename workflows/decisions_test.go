@@ -64,8 +64,8 @@ func TestDecisionsAreBoundToTheirEventAndAppliedOnce(t *testing.T) {
 	require.Equal(t, contract.AwaitingDecision, atSecond.State)
 	require.True(t, timelineHas(atSecond, "resend decided by alice: customer says nothing arrived (decision ticket-1)"))
 	require.Equal(t, contract.AwaitingDecision, atLast.State, "the copies left the run waiting")
-	require.True(t, timelineHas(atLast, "refused a resend signal from alice: refused: decision ticket-1 was applied to this run already"))
-	require.ErrorContains(t, updateErr, "decision ticket-1 was applied to this run already")
+	require.True(t, timelineHas(atLast, "refused a resend signal from alice: refused: decision ticket-1 reached this run before"))
+	require.ErrorContains(t, updateErr, "decision ticket-1 reached this run before")
 
 	res, _ := h.result()
 	require.Equal(t, contract.Cancelled, res.State)

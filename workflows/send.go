@@ -57,8 +57,9 @@ type run struct {
 	primary string
 	pending *contract.Decision
 	resends int
-	// decisionIDs are the ids of the decisions this run has applied
-	// (since versionBoundDecisions): each applies once.
+	// decisionIDs are the ids of the decisions this run has applied, and
+	// of the signals it refused (since versionBoundDecisions): none is
+	// acted on again.
 	decisionIDs map[string]bool
 
 	// v is the version of SendSMS this run follows (versions.go).

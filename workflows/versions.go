@@ -76,9 +76,10 @@ const (
 	versionLedgerMessages workflow.Version = 7
 	// versionBoundDecisions: a decision by signal or update names the
 	// event it is for ("key", the workflow id) and carries an id of its
-	// own ("id"), and a run applies each id once: a decision copied from
-	// one run's history, sealed or not, is refused by another run and by
-	// the same run later. A Temporal cancellation request is not a copy
+	// own ("id"), and a run acts on each id once (a signal's id is spent
+	// even when the signal is refused): a decision copied from one run's
+	// history, sealed or not, is refused by another run and by the same
+	// run later. A Temporal cancellation request is not a copy
 	// and needs neither.
 	versionBoundDecisions workflow.Version = 8
 	// latestVersion is what new runs follow.
