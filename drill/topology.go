@@ -103,7 +103,7 @@ func (d *drill) refusesStrangers(ctx context.Context) error {
 
 func (d *drill) describe() string {
 	if d.cfg.Cluster {
-		return "2 Temporal servers (one cluster on PostgreSQL) + 2 workers (PostgreSQL ledger) + simulator"
+		return "2 Temporal servers (one cluster on PostgreSQL, mutual TLS) + 2 workers (PostgreSQL ledger) + simulator"
 	}
 	return "1 dev worker (Temporal on SQLite inside) + simulator"
 }
