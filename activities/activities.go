@@ -517,8 +517,15 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 			need = min(need, run)
 		}
 		if left := deadline.Sub(begun); left < need {
-			reason := fmt.Sprintf("%s: no attempt made: the activity started with %s left before its deadline, less than the %s an answer may take; nothing was sent",
-				req.Provider, left.Round(time.Millisecond), need)
+			reason := fmt.Sprintf("no attempt made: the activity started with %s left before its deadline, less than the %s an answer may take; nothing was sent",
+				left.Round(time.Millisecond), need)
+			// The person reading the run's timeline wants the provider's
+			// last answer, not this.
+			if last := a.lastAnswer(ctx, in.EventKey, req.Key); last != "" {
+				reason = last + " (the last answer; then " + reason + ")"
+			} else {
+				reason = string(req.Provider) + ": " + reason
+			}
 			return SendOutput{}, temporal.NewApplicationErrorWithOptions(reason, ErrNotExecuted, temporal.ApplicationErrorOptions{
 				Details:  []any{SendFailure{Result: provider.Result{Outcome: provider.NotExecuted, Reason: reason}, Attempt: info.Attempt - 1}},
 				Category: temporal.ApplicationErrorCategoryBenign,
@@ -566,6 +573,22 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		return out, nil
 	}
 	return SendOutput{}, AttemptError(res, info.Attempt, in.InProgressDelay)
+}
+
+// lastAnswer is the reason the latest ended attempt of a key recorded,
+// "" when there is none or the ledger does not answer.
+func (a *Activities) lastAnswer(ctx context.Context, eventKey, sendKey string) string {
+	attempts, err := a.Ledger.Attempts(ctx, eventKey)
+	if err != nil {
+		return ""
+	}
+	var last ledger.Attempt
+	for _, at := range attempts {
+		if at.SendKey == sendKey && !at.Open() && at.Reason != "" && !at.EndedAt.Before(last.EndedAt) {
+			last = at
+		}
+	}
+	return last.Reason
 }
 
 // lastNumber is the highest attempt number the run recorded for a key.

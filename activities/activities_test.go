@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -650,6 +651,14 @@ func TestSendMakesNoAttemptItsDeadlineWouldCutShort(t *testing.T) {
 	require.Empty(t, rows, "no attempt in the ledger")
 
 	// With the time an attempt needs, it is made.
+	require.NoError(t, b.sim.AddFault(simulator.Fault{Kind: simulator.Unavailable, Provider: "bird", Count: 1}))
+	_, err = send(t, b, in)
+	require.ErrorContains(t, err, "E01033")
+	// A skipped attempt after it gives that answer first, for the run's timeline.
+	_, err = short.ExecuteActivity(b.acts.Send, in)
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	require.True(t, strings.HasPrefix(appErr.Message(), "bird: 503"), appErr.Message())
+	require.Contains(t, appErr.Message(), "(the last answer; then no attempt made")
 	out, err := send(t, b, in)
 	require.NoError(t, err)
 	require.Equal(t, provider.Accepted, out.Result.Outcome)
