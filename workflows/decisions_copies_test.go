@@ -1,17 +1,13 @@
 package workflows
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/provider"
 )
 
 // A decision signal that the run refused (it came while the run was still
@@ -21,14 +17,7 @@ import (
 func TestARefusedSignalCopiedFromHistoryAppliesNothingLater(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
-	})
-	h.reconcileReturns(activities.ReconcileOutput{Searched: true})
-	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
-		return h.request(in.SendKey), nil
-	}).Maybe()
+	h.awaitsAfterTheWindow()
 	payload := func() map[string]any {
 		return map[string]any{"reason": "customer says nothing arrived", "by": "alice", "force": true, "key": key, "id": "ticket-A"}
 	}
@@ -56,14 +45,7 @@ func TestARefusedSignalCopiedFromHistoryAppliesNothingLater(t *testing.T) {
 func TestTheSameIDBySignalAndUpdatesAppliesOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
-	})
-	h.reconcileReturns(activities.ReconcileOutput{Searched: true})
-	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
-		return h.request(in.SendKey), nil
-	}).Maybe()
+	h.awaitsAfterTheWindow()
 	var updateErr error
 	accepted := 0
 	h.env.RegisterDelayedCallback(func() {
@@ -85,11 +67,7 @@ func TestTheSameIDBySignalAndUpdatesAppliesOnce(t *testing.T) {
 func TestAnUpdateRefusedForStateCanBeRetriedWithItsID(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
-	})
-	h.reconcileReturns(activities.ReconcileOutput{Searched: true})
+	h.awaitsAfterTheWindow()
 	d := contract.Decision{Action: contract.ActionCancel, Reason: "r", By: "alice", Key: key, ID: "T-1"}
 	var early, late error
 	h.env.RegisterDelayedCallback(func() {
@@ -110,11 +88,7 @@ func TestVersion7TakesAnUnboundDecision(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(versionLedgerMessages)
-	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
-	})
-	h.reconcileReturns(activities.ReconcileOutput{Searched: true})
+	h.awaitsAfterTheWindow()
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(contract.SignalCancel, map[string]any{"reason": "r", "by": "alice"})
 	}, 4*time.Hour)
