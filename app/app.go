@@ -212,7 +212,11 @@ func (a *App) serveIntake() error {
 	if err != nil {
 		return fmt.Errorf("the HTTP intake cannot listen on %s: %w (choose another --intake address, or --intake off)", a.Config.IntakeAddress, err)
 	}
-	h := intake.New(starter.New(a.Client, starter.WithNamespace(a.Namespace)), intake.Config{Secrets: []logging.Secret{a.Config.IntakeSecret, a.Config.IntakePreviousSecret}, Proxies: a.Config.IntakeProxies, Logger: a.Log.Named("intake")})
+	cfg := intake.Config{Secrets: []logging.Secret{a.Config.IntakeSecret, a.Config.IntakePreviousSecret}, Proxies: a.Config.IntakeProxies, Logger: a.Log.Named("intake")}
+	if a.metrics != nil {
+		cfg.Refused = a.metrics.IntakeRefused
+	}
+	h := intake.New(starter.New(a.Client, starter.WithNamespace(a.Namespace)), cfg)
 	a.intake = intake.NewServer(a.health.with(h))
 	a.IntakeURL = "http://" + l.Addr().String()
 	serve := func() error { return a.intake.Serve(l) }

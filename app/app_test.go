@@ -21,6 +21,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -782,7 +783,23 @@ func TestMetricsCountSendsReconciliationsDecisionsAndTheAwaiting(t *testing.T) {
 	require.GreaterOrEqual(t, none, 1.0)
 	_, sdk := metricValue(m, "temporal_workflow_completed_total", nil)
 	require.True(t, sdk, "the SDK's own metrics are exported too")
-	require.NotContains(t, m, "smsorch_duplicates_reported", "no run reported a duplicate")
+	dup, ok := metricValue(m, "smsorch_duplicates_reported_total", nil)
+	require.True(t, ok, "exported at 0 before any duplicate, so rate() and the alert see it")
+	require.Zero(t, dup, "no run reported a duplicate")
+
+	// Every metric the alert rules query is one this worker exports
+	// (deploy/prometheus/alerts.yml): a renamed metric fails here, not
+	// as an alert that can never fire.
+	rules, err := os.ReadFile(filepath.Join("..", "deploy", "prometheus", "alerts.yml"))
+	require.NoError(t, err)
+	queried := regexp.MustCompile(`\b(?:smsorch|temporal)_[a-z_]+\b`).FindAllString(string(rules), -1)
+	require.NotEmpty(t, queried)
+	for _, n := range queried {
+		_, ok := metricValue(m, n, nil)
+		require.True(t, ok, "%s, which deploy/prometheus/alerts.yml queries, is not exported:\n%s", n, m)
+	}
+	_, ok = metricValue(m, "temporal_num_pollers", map[string]string{"task_queue": contract.TaskQueue, "poller_type": "workflow_task"})
+	require.True(t, ok, "the pollers of the task queue, with the labels SmsNoWorkerPolling selects")
 }
 
 // metricValue sums the samples of a metric whose labels include labels.

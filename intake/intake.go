@@ -91,6 +91,10 @@ type Config struct {
 	// Now is the clock signatures are checked against; default time.Now.
 	Now    func() time.Time
 	Logger *zap.Logger
+	// Refused, when set, is told the code of every request the intake
+	// answers with an error ("unauthorized", "stale", "rate_limited",
+	// "invalid", …): the worker counts them for its alerts.
+	Refused func(code string)
 }
 
 type handler struct {
@@ -289,6 +293,9 @@ type Problem struct {
 }
 
 func (h *handler) fail(w http.ResponseWriter, status int, code, field, msg string) {
+	if h.cfg.Refused != nil {
+		h.cfg.Refused(code)
+	}
 	var p Problem
 	p.Error.Code, p.Error.Field, p.Error.Message = code, field, msg
 	writeJSON(w, status, p)

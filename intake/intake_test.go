@@ -59,7 +59,9 @@ const event = `{"kind":"order","id":"58213","stage":"shipped","to":"+31612345678
 func TestSignatureIsRequiredWhenASecretIsSet(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	h := New(starter.New(nil), Config{Secrets: []logging.Secret{"shared-secret"}, Now: func() time.Time { return now }})
+	refused := map[string]int{} // what the worker's metrics count
+	h := New(starter.New(nil), Config{Secrets: []logging.Secret{"shared-secret"}, Now: func() time.Time { return now },
+		Refused: func(code string) { refused[code]++ }})
 	signed := func(secret string, at time.Time, body string) map[string]string {
 		return Sign(logging.Secret(secret), at, []byte(body))
 	}
@@ -92,6 +94,7 @@ func TestSignatureIsRequiredWhenASecretIsSet(t *testing.T) {
 		require.Equal(t, tc.code, p.Error.Code, name)
 		require.NotContains(t, p.Error.Message, "shared-secret", name)
 	}
+	require.Equal(t, map[string]int{"unauthorized": 6, "stale": 4}, refused, "every refusal is counted by its code")
 	// A correctly signed but invalid event gets past the signature check,
 	// and so does the same signed request again: a sender's retry after a
 	// lost answer is answered, never refused as a replay (the POST is

@@ -28,6 +28,7 @@ type Exporter struct {
 	// SDK goes into client.Options.MetricsHandler.
 	SDK      client.MetricsHandler
 	provider *sdkmetric.MeterProvider
+	refused  *prometheus.CounterVec
 }
 
 // New makes an exporter with its own registry.
@@ -43,8 +44,32 @@ func New() (*Exporter, error) {
 		UseMonotonicCounters: true,           // Prometheus counters (_total), not gauges
 		OnError:              func(error) {}, // a metric that cannot be recorded must not stop a send
 	})
-	return &Exporter{Registry: reg, SDK: h, provider: mp}, nil
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: name.IntakeRefused + "_total", Help: "Error answers of the HTTP intake, by code.",
+	}, []string{"code"})
+	reg.MustRegister(refused)
+	// The codes an alert watches exist from the start, at 0, so a rate
+	// over them is defined before the first refusal.
+	for _, code := range []string{"unauthorized", "stale"} {
+		refused.WithLabelValues(code)
+	}
+	// So does every metric the alerts use (deploy/prometheus): a counter
+	// that has never counted is exported as 0, not left out, so its
+	// name can be checked against a scrape and rate() works on it.
+	for _, c := range []struct {
+		name  string
+		attrs map[string]string
+	}{
+		{name.Duplicates, map[string]string{"kind": "proven"}},
+		{name.Duplicates, map[string]string{"kind": "possible"}},
+	} {
+		h.WithTags(c.attrs).Counter(c.name).Inc(0)
+	}
+	return &Exporter{Registry: reg, SDK: h, provider: mp, refused: refused}, nil
 }
+
+// IntakeRefused counts an error answer of the intake.
+func (e *Exporter) IntakeRefused(code string) { e.refused.WithLabelValues(code).Inc() }
 
 // WatchAwaiting adds the Awaiting gauge, counted by count at each scrape
 // (bounded to 3 s; -1 when the count fails).

@@ -32,4 +32,7 @@ const (
 	// Awaiting is the number of runs awaiting a decision, fleet-wide,
 	// from Temporal's visibility at scrape time.
 	Awaiting = "smsorch_runs_awaiting_decision"
+	// IntakeRefused counts the HTTP intake's error answers by code
+	// (unauthorized, stale, rate_limited, invalid, …).
+	IntakeRefused = "smsorch_intake_refused"
 )
