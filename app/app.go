@@ -240,6 +240,9 @@ func (a *App) serveMetrics() error {
 		return err
 	}
 	a.metrics = exp
+	for p, perMinute := range a.Config.RateLimits {
+		exp.RequestLimit(string(p), perMinute)
+	}
 	exp.WatchAwaiting(func(ctx context.Context) (int64, error) {
 		c, _ := a.client.Load().(client.Client)
 		if c == nil {

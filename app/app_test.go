@@ -787,16 +787,29 @@ func TestMetricsCountSendsReconciliationsDecisionsAndTheAwaiting(t *testing.T) {
 	require.True(t, ok, "exported at 0 before any duplicate, so rate() and the alert see it")
 	require.Zero(t, dup, "no run reported a duplicate")
 
-	// Every metric the alert rules query is one this worker exports
-	// (deploy/prometheus/alerts.yml): a renamed metric fails here, not
-	// as an alert that can never fire.
-	rules, err := os.ReadFile(filepath.Join("..", "deploy", "prometheus", "alerts.yml"))
-	require.NoError(t, err)
-	queried := regexp.MustCompile(`\b(?:smsorch|temporal)_[a-z_]+\b`).FindAllString(string(rules), -1)
-	require.NotEmpty(t, queried)
-	for _, n := range queried {
-		_, ok := metricValue(m, n, nil)
-		require.True(t, ok, "%s, which deploy/prometheus/alerts.yml queries, is not exported:\n%s", n, m)
+	// The first acceptance of each event, timed from its start: Bird's
+	// for the first event, Sendy's for the one that failed over.
+	for _, p := range []string{"bird", "sendy"} {
+		n, ok := metricValue(m, "smsorch_event_accept_latency_seconds_count", map[string]string{"provider": p})
+		require.True(t, ok, "the acceptance latency at %s is exported", p)
+		require.Equal(t, 1.0, n, p)
+	}
+	limit, ok := metricValue(m, "smsorch_provider_request_limit_per_minute", map[string]string{"provider": "sendy"})
+	require.True(t, ok)
+	require.Equal(t, float64(DefaultRateLimits[provider.Sendy]), limit)
+
+	// Every metric the alert rules and the dashboard query is one this
+	// worker exports (deploy/): a renamed metric fails here, not as an
+	// alert that can never fire or an empty panel.
+	for _, file := range []string{"prometheus/alerts.yml", "grafana/smsorch.json"} {
+		text, err := os.ReadFile(filepath.Join("..", "deploy", file))
+		require.NoError(t, err)
+		queried := regexp.MustCompile(`\b(?:smsorch|temporal)_[a-z_]+\b`).FindAllString(string(text), -1)
+		require.NotEmpty(t, queried, file)
+		for _, n := range queried {
+			_, ok := metricValue(m, n, nil)
+			require.True(t, ok, "%s, which deploy/%s queries, is not exported:\n%s", n, file, m)
+		}
 	}
 	_, ok = metricValue(m, "temporal_num_pollers", map[string]string{"task_queue": contract.TaskQueue, "poller_type": "workflow_task"})
 	require.True(t, ok, "the pollers of the task queue, with the labels SmsNoWorkerPolling selects")

@@ -29,6 +29,7 @@ type Exporter struct {
 	SDK      client.MetricsHandler
 	provider *sdkmetric.MeterProvider
 	refused  *prometheus.CounterVec
+	limits   *prometheus.GaugeVec
 }
 
 // New makes an exporter with its own registry.
@@ -38,7 +39,12 @@ func New() (*Exporter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	// The acceptance latency in buckets that fit seconds, not the
+	// default's milliseconds: a one-time code is due within seconds.
+	latency := sdkmetric.NewView(sdkmetric.Instrument{Name: name.AcceptLatency}, sdkmetric.Stream{
+		Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600}},
+	})
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithView(latency))
 	h := temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
 		Meter:                mp.Meter("smsorch"),
 		UseMonotonicCounters: true,           // Prometheus counters (_total), not gauges
@@ -53,19 +59,31 @@ func New() (*Exporter, error) {
 	for _, code := range []string{"unauthorized", "stale"} {
 		refused.WithLabelValues(code)
 	}
-	// So does every metric the alerts use (deploy/prometheus): a counter
-	// that has never counted is exported as 0, not left out, so its
-	// name can be checked against a scrape and rate() works on it.
-	for _, c := range []struct {
-		name  string
-		attrs map[string]string
-	}{
-		{name.Duplicates, map[string]string{"kind": "proven"}},
-		{name.Duplicates, map[string]string{"kind": "possible"}},
-	} {
-		h.WithTags(c.attrs).Counter(c.name).Inc(0)
+	// So does every rare counter the alerts and the dashboard use
+	// (deploy/): one that has never counted is exported as 0, not left
+	// out, so its name can be checked against a scrape and rate() works
+	// on it from the start.
+	zero := func(metric, label string, values ...string) {
+		for _, v := range values {
+			h.WithTags(map[string]string{label: v}).Counter(metric).Inc(0)
+		}
 	}
-	return &Exporter{Registry: reg, SDK: h, provider: mp, refused: refused}, nil
+	zero(name.Duplicates, "kind", "proven", "possible")
+	zero(name.Replays, "provider", "bird", "sendy")
+	zero(name.Conflicts, "provider", "bird", "sendy")
+	limits := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: name.RequestLimit, Help: "The fleet's request limit at each provider, in requests a minute, as this worker is configured.",
+	}, []string{"provider"})
+	reg.MustRegister(limits)
+	return &Exporter{Registry: reg, SDK: h, provider: mp, refused: refused, limits: limits}, nil
+}
+
+// RequestLimit exports the fleet's request limit at a provider; 0 (no
+// limit) exports nothing.
+func (e *Exporter) RequestLimit(provider string, perMinute int) {
+	if perMinute > 0 {
+		e.limits.WithLabelValues(provider).Set(float64(perMinute))
+	}
 }
 
 // IntakeRefused counts an error answer of the intake.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/metrics/name"
 	"github.com/acme/smsorch/provider"
 )
 
@@ -105,6 +106,13 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 	if err == nil {
 		res := out.Result
 		r.st.Attempts += int(out.Attempt)
+		if len(r.st.MessageIDs) == 0 {
+			// The event's first accepted message: how long after the
+			// event's start a provider took it (a one-time code's SLO).
+			// Through the SDK's handler: not recorded again on replay.
+			workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": string(r.req.Provider)}).
+				Timer(name.AcceptLatency).Record(workflow.Now(r.ctx).Sub(workflow.GetInfo(r.ctx).WorkflowStartTime))
+		}
 		if res.Outcome == provider.Replayed {
 			r.st.Replays++
 			r.note("replay: %s answered attempt %d from its replay store with message %s; nothing was sent again", r.st.Provider, out.Attempt, res.MessageID)

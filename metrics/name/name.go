@@ -32,6 +32,14 @@ const (
 	// Awaiting is the number of runs awaiting a decision, fleet-wide,
 	// from Temporal's visibility at scrape time.
 	Awaiting = "smsorch_runs_awaiting_decision"
+	// AcceptLatency is the time from an event's start (its run's) to
+	// the provider's acceptance of its first message, by provider: a
+	// histogram in seconds (smsorch_event_accept_latency_seconds).
+	AcceptLatency = "smsorch_event_accept_latency"
+	// RequestLimit is the fleet's request limit at each provider, in
+	// requests a minute, as this worker is configured (a gauge; absent
+	// for a provider without a limit).
+	RequestLimit = "smsorch_provider_request_limit_per_minute"
 	// IntakeRefused counts the HTTP intake's error answers by code
 	// (unauthorized, stale, rate_limited, invalid, …).
 	IntakeRefused = "smsorch_intake_refused"
