@@ -176,8 +176,16 @@ func TestRunsShowInTheWebUIAndItsSignalFormMovesThem(t *testing.T) {
 	require.Eventually(t, func() bool { return bytes.Contains([]byte(details()), []byte("refused a resend signal")) }, 10*time.Second, 100*time.Millisecond)
 	require.Equal(t, contract.AwaitingDecision, status(t, in.Key).State)
 
-	// The plain form signal moves the run.
+	// The details show what to type, with the event's key; a decision
+	// without the key and an id of its own is refused where a person sees
+	// it, and the form filled in as shown moves the run.
+	require.Contains(t, d, `"key": "`+in.Key+`"`)
 	ui.signalFromUI(in.Key, contract.SignalResend, map[string]string{"reason": "customer called", "by": "carol"})
+	require.Eventually(t, func() bool {
+		return strings.Contains(details(), "a decision names the event it is for and carries an id of its own")
+	}, 10*time.Second, 100*time.Millisecond)
+	require.Equal(t, contract.AwaitingDecision, status(t, in.Key).State)
+	ui.signalFromUI(in.Key, contract.SignalResend, map[string]string{"reason": "customer called", "by": "carol", "key": in.Key, "id": "ticket-17"})
 	res, err := result(t, stack.Client.GetWorkflow(t.Context(), in.Key, ""))
 	require.NoError(t, err)
 	require.Equal(t, contract.Delivered, res.State)
@@ -187,7 +195,7 @@ func TestRunsShowInTheWebUIAndItsSignalFormMovesThem(t *testing.T) {
 func TestCancelFromTheWebUIForm(t *testing.T) {
 	t.Parallel()
 	in := downPastTheWindow(t, provider.Sendy)
-	newUIClient(t).signalFromUI(in.Key, contract.SignalCancel, map[string]string{"reason": "customer unsubscribed", "by": "dan"})
+	newUIClient(t).signalFromUI(in.Key, contract.SignalCancel, map[string]string{"reason": "customer unsubscribed", "by": "dan", "key": in.Key, "id": "ticket-18"})
 	res, err := result(t, stack.Client.GetWorkflow(t.Context(), in.Key, ""))
 	require.Error(t, err)
 	require.Equal(t, contract.Cancelled, res.State)
