@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.temporal.io/sdk/client"
@@ -39,12 +40,7 @@ func New() (*Exporter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	// The acceptance latency in buckets that fit seconds, not the
-	// default's milliseconds: a one-time code is due within seconds.
-	latency := sdkmetric.NewView(sdkmetric.Instrument{Name: name.AcceptLatency}, sdkmetric.Stream{
-		Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600}},
-	})
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithView(latency))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithView(views()...))
 	h := temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
 		Meter:                mp.Meter("smsorch"),
 		UseMonotonicCounters: true,           // Prometheus counters (_total), not gauges
@@ -63,14 +59,15 @@ func New() (*Exporter, error) {
 	// (deploy/): one that has never counted is exported as 0, not left
 	// out, so its name can be checked against a scrape and rate() works
 	// on it from the start.
-	zero := func(metric, label string, values ...string) {
-		for _, v := range values {
-			h.WithTags(map[string]string{label: v}).Counter(metric).Inc(0)
+	// With only their own labels kept (views), these are the very series
+	// the first count then adds to.
+	for _, p := range providers {
+		h.WithTags(map[string]string{"provider": p}).Counter(name.Replays).Inc(0)
+		h.WithTags(map[string]string{"provider": p}).Counter(name.Conflicts).Inc(0)
+		for _, kind := range []string{"proven", "possible"} {
+			h.WithTags(map[string]string{"provider": p, "kind": kind}).Counter(name.Duplicates).Inc(0)
 		}
 	}
-	zero(name.Duplicates, "kind", "proven", "possible")
-	zero(name.Replays, "provider", "bird", "sendy")
-	zero(name.Conflicts, "provider", "bird", "sendy")
 	limits := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: name.RequestLimit, Help: "The fleet's request limit at each provider, in requests a minute, as this worker is configured.",
 	}, []string{"provider"})
@@ -84,6 +81,53 @@ func (e *Exporter) RequestLimit(provider string, perMinute int) {
 	if perMinute > 0 {
 		e.limits.WithLabelValues(provider).Set(float64(perMinute))
 	}
+}
+
+// providers are the providers a worker may send through.
+var providers = []string{"bird", "sendy"}
+
+// ownLabels are the labels each of our metrics keeps. The SDK's handler
+// adds the namespace, task queue, workflow and activity types to what
+// workflow and activity code emit; kept, they would make every first
+// count a new series born at 1, which increase() does not count, beside
+// the one exported at 0.
+var ownLabels = map[string][]string{
+	name.Sends:           {"provider", "outcome"},
+	name.Replays:         {"provider"},
+	name.Conflicts:       {"provider"},
+	name.Reconciliations: {"provider", "result"},
+	name.Decisions:       {"action", "forced"},
+	name.Duplicates:      {"provider", "kind"},
+	name.Failovers:       {"from", "to", "reason"},
+	name.Settled:         {"provider", "state"},
+	name.AcceptLatency:   {"provider"},
+}
+
+// views keep our metrics to their own labels, and give the latency
+// histograms buckets in seconds (the default's suit milliseconds: every
+// healthy latency would fall in its first bucket, 0 to 5).
+func views() []sdkmetric.View {
+	var vs []sdkmetric.View
+	for metric, keys := range ownLabels {
+		stream := sdkmetric.Stream{AttributeFilter: attribute.NewAllowKeysFilter(attributeKeys(keys)...)}
+		if metric == name.AcceptLatency {
+			// A one-time code is due within seconds; a run may take hours.
+			stream.Aggregation = sdkmetric.AggregationExplicitBucketHistogram{Boundaries: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600}}
+		}
+		vs = append(vs, sdkmetric.NewView(sdkmetric.Instrument{Name: metric}, stream))
+	}
+	// The SDK's latencies (schedule-to-start, execution, requests).
+	return append(vs, sdkmetric.NewView(sdkmetric.Instrument{Name: "temporal_*", Kind: sdkmetric.InstrumentKindHistogram}, sdkmetric.Stream{
+		Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}},
+	}))
+}
+
+func attributeKeys(names []string) []attribute.Key {
+	keys := make([]attribute.Key, len(names))
+	for i, n := range names {
+		keys[i] = attribute.Key(n)
+	}
+	return keys
 }
 
 // IntakeRefused counts an error answer of the intake.
