@@ -133,7 +133,13 @@ type Decision struct {
 // DecisionForm is the payload of a decision signal for the event key, as
 // a person types it in the web UI or the temporal CLI.
 func DecisionForm(key string) string {
-	return fmt.Sprintf(`{"reason": "...", "by": "...", "key": %q, "id": "<unique to this decision, e.g. your ticket number>"}`, key)
+	return fmt.Sprintf(`{"reason": "...", "by": "...", %s}`, bindingForm(key))
+}
+
+// bindingForm is the key and id fields of a decision for key, with a
+// placeholder for the id (refused as an id by CheckBinding).
+func bindingForm(key string) string {
+	return fmt.Sprintf(`"key": %q, "id": "<unique to this decision, e.g. your ticket number>"`, key)
 }
 
 // MaxDecisionID is the longest decision id a run accepts.
@@ -142,7 +148,7 @@ const MaxDecisionID = 128
 // CheckBinding reports a decision that does not name the event key or
 // carries no usable id; key is the run's event key.
 func (d Decision) CheckBinding(key string) error {
-	example := fmt.Sprintf(`"key": %q, "id": "<unique to this decision, e.g. your ticket number>"`, key)
+	example := bindingForm(key)
 	switch {
 	case d.Key == "" || d.ID == "":
 		return fmt.Errorf(`a decision names the event it is for and carries an id of its own, so that a copy of it cannot be applied to another run or twice: add %s`, example)

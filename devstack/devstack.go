@@ -142,11 +142,6 @@ func (c Config) validate() error {
 			return err
 		}
 	}
-	if c.TLS != nil {
-		if _, _, _, err := c.TLS.load(); err != nil {
-			return err
-		}
-	}
 	if c.Retention < MinRetention {
 		return fmt.Errorf("namespace retention %s is shorter than %s: the workflow-id duplicate check only sees closed runs within retention; set at least %s",
 			c.Retention, MinRetention, MinRetention)
@@ -272,6 +267,14 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	s := &Stack{cfg: cfg}
+	// The TLS files are read once, before anything is created or listens.
+	if cfg.TLS != nil {
+		cert, pool, name, err := cfg.TLS.load()
+		if err != nil {
+			return nil, err
+		}
+		s.clientTLS, s.tlsName = clientConfig(cert, pool, name), name
+	}
 	if cfg.Database == "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("create the dev-stack data directory %s: %w", cfg.DataDir, err)
@@ -284,13 +287,6 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, fmt.Errorf("frontend address %s: %w", cfg.FrontendAddress, err)
 	}
 	s.frontendAddr = net.JoinHostPort(frontendHost, strconv.Itoa(frontendPort))
-	if cfg.TLS != nil {
-		cert, pool, name, err := cfg.TLS.load()
-		if err != nil {
-			return nil, err
-		}
-		s.clientTLS, s.tlsName = clientConfig(cert, pool, name), name
-	}
 
 	if cfg.UIAddress != UIOff {
 		if err := s.buildUI(); err != nil {

@@ -49,13 +49,9 @@ func (t *TLS) load() (tls.Certificate, *x509.CertPool, string, error) {
 	if len(usages) > 0 && !(slices.Contains(usages, x509.ExtKeyUsageServerAuth) && slices.Contains(usages, x509.ExtKeyUsageClientAuth)) {
 		return cert, nil, "", fmt.Errorf("the Temporal server's TLS certificate %s serves the server and its clients to the other services: give it both extended key usages, serverAuth and clientAuth", t.CertFile)
 	}
-	pem, err := os.ReadFile(t.CAFile)
+	pool, err := readCA(t.CAFile)
 	if err != nil {
-		return cert, nil, "", fmt.Errorf("read the CA certificate %s: %w", t.CAFile, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return cert, nil, "", fmt.Errorf("the CA certificate %s holds no PEM certificate", t.CAFile)
+		return cert, nil, "", err
 	}
 	name := t.ServerName
 	if name == "" && len(leaf.DNSNames) > 0 {
@@ -77,14 +73,21 @@ func (t *TLS) loadClient() error {
 	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
 		return fmt.Errorf("the web UI's TLS client certificate %s and key %s do not load: %w", t.CertFile, t.KeyFile, err)
 	}
-	pem, err := os.ReadFile(t.CAFile)
+	_, err := readCA(t.CAFile)
+	return err
+}
+
+// readCA reads the certificates of a CA file into a pool.
+func readCA(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("read the CA certificate %s: %w", t.CAFile, err)
+		return nil, fmt.Errorf("read the CA certificate %s: %w", path, err)
 	}
-	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-		return fmt.Errorf("the CA certificate %s holds no PEM certificate", t.CAFile)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("the CA certificate %s holds no PEM certificate", path)
 	}
-	return nil
+	return pool, nil
 }
 
 // serverConfig is the server's TLS settings: mutual TLS on the frontend

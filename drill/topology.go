@@ -3,10 +3,8 @@ package drill
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,8 +35,10 @@ type topology struct {
 	// temporalDB is the cluster's Temporal database ("" in dev mode).
 	temporalDB string
 	// certs are the cluster's mutual TLS: its servers answer only
-	// clients with a certificate of its CA (nil in dev mode).
+	// clients with a certificate of its CA (nil in dev mode); tls is
+	// what the drill's own clients present (the workers' certificate).
 	certs   *pki.Files
+	tls     *tls.Config
 	mu      sync.Mutex
 	servers []*procs.Proc // cluster only; nil once killed
 	workers []*procs.Proc
@@ -62,20 +62,10 @@ func (d *drill) temporalEnv() []string {
 // clientTLS is what the drill's own client presents: the workers'
 // certificate in the cluster, nothing in dev mode.
 func (d *drill) clientTLS() *tls.Config {
-	if d.certs == nil {
+	if d.tls == nil {
 		return nil
 	}
-	pair, err := tls.LoadX509KeyPair(d.certs.ClientCert, d.certs.ClientKey)
-	if err != nil {
-		panic(fmt.Sprintf("drill: the certificates it made do not load: %v", err))
-	}
-	ca, err := os.ReadFile(d.certs.CA)
-	if err != nil {
-		panic(fmt.Sprintf("drill: the CA it made does not read: %v", err))
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: clusterName, MinVersion: tls.VersionTLS12}
+	return d.tls.Clone()
 }
 
 // refusesStrangers checks that every server refuses a client without a
@@ -135,6 +125,9 @@ func (d *drill) startProcesses(ctx context.Context) error {
 		certs, err := pki.Generate(filepath.Join(d.cfg.Dir, "pki"), []string{clusterName}, nil, "worker")
 		if err != nil {
 			return fmt.Errorf("drill: make the cluster's certificates: %w", err)
+		}
+		if d.tls, err = certs.ClientTLS(clusterName); err != nil {
+			return fmt.Errorf("drill: the cluster's certificates: %w", err)
 		}
 		d.certs = &certs
 	}

@@ -116,7 +116,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Postgres, e
 		// share one PostgreSQL, whose default is 100 connections.
 		cfg.MaxConns = DefaultPostgresPoolSize
 	}
-	p := &Postgres{desc: logging.RedactDSN(dsn), protect: &protector{keys: o.keys, hideSealed: o.hideSealed}}
+	p := &Postgres{desc: logging.RedactDSN(dsn), protect: o.protector()}
 	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("ledger: connect to %s: %w", p.desc, err)
 	}
@@ -128,9 +128,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Postgres, e
 		p.pool.Close()
 		return nil, fmt.Errorf("ledger: read the identity of %s: %w", p.desc, err)
 	}
-	if o.readOnly {
-		// A reading tool leaves the rows for the workers to seal.
-	} else if err := p.sealExisting(ctx); err != nil {
+	if err := p.sealExisting(ctx); err != nil {
 		p.pool.Close()
 		return nil, err
 	}
@@ -422,7 +420,7 @@ func (p *Postgres) Switches(ctx context.Context, eventKey string) ([]Switch, err
 // given), under the migration lock, so two workers starting together
 // seal each row once.
 func (p *Postgres) sealExisting(ctx context.Context) error {
-	if p.protect.keys == nil {
+	if !p.protect.sealsAtOpen() {
 		return nil
 	}
 	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {

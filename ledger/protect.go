@@ -44,7 +44,18 @@ const Hidden = "(sealed)"
 type protector struct {
 	keys       *codec.Keyring
 	hideSealed bool
+	// readOnly leaves the rows sealing at open would rewrite (ForReading).
+	readOnly bool
 }
+
+// protector is the protector the options describe.
+func (o options) protector() *protector {
+	return &protector{keys: o.keys, hideSealed: o.hideSealed, readOnly: o.readOnly}
+}
+
+// sealsAtOpen reports whether opening the store seals the rows written
+// in plain or under an older key: with keys, unless only reading.
+func (p *protector) sealsAtOpen() bool { return p.keys != nil && !p.readOnly }
 
 // Columns the sealed values are bound to.
 const (

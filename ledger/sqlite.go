@@ -131,14 +131,12 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 	// One connection: SQLite has one writer anyway, and this makes every
 	// read see every committed write of this process.
 	db.SetMaxOpenConns(1)
-	s := &SQLite{db: db, path: path, clock: time.Now, protect: &protector{keys: o.keys, hideSealed: o.hideSealed}}
+	s := &SQLite{db: db, path: path, clock: time.Now, protect: o.protector()}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	if o.readOnly {
-		// A reading tool leaves the rows for the workers to seal.
-	} else if err := s.sealExisting(ctx); err != nil {
+	if err := s.sealExisting(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -493,7 +491,7 @@ func (s *SQLite) Switches(ctx context.Context, eventKey string) ([]Switch, error
 // given): recipients and texts, and the request fingerprints. The file
 // is then vacuumed, so the plain values do not stay in its free pages.
 func (s *SQLite) sealExisting(ctx context.Context) error {
-	if s.protect.keys == nil {
+	if !s.protect.sealsAtOpen() {
 		return nil
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT key, recipient, body_text, fingerprint FROM events

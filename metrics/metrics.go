@@ -21,6 +21,7 @@ import (
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 
 	"github.com/acme/smsorch/metrics/name"
+	"github.com/acme/smsorch/provider"
 )
 
 // Exporter holds the registry and the SDK's handler that feeds it.
@@ -58,10 +59,10 @@ func New() (*Exporter, error) {
 	// So does every rare counter the alerts and the dashboard use
 	// (deploy/): one that has never counted is exported as 0, not left
 	// out, so its name can be checked against a scrape and rate() works
-	// on it from the start.
-	// With only their own labels kept (views), these are the very series
-	// the first count then adds to.
-	for _, p := range providers {
+	// on it from the start. With only their own labels kept (views),
+	// these are the very series the first count then adds to.
+	for _, pn := range provider.Names {
+		p := string(pn)
 		h.WithTags(map[string]string{"provider": p}).Counter(name.Replays).Inc(0)
 		h.WithTags(map[string]string{"provider": p}).Counter(name.Conflicts).Inc(0)
 		for _, kind := range []string{"proven", "possible"} {
@@ -82,9 +83,6 @@ func (e *Exporter) RequestLimit(provider string, perMinute int) {
 		e.limits.WithLabelValues(provider).Set(float64(perMinute))
 	}
 }
-
-// providers are the providers a worker may send through.
-var providers = []string{"bird", "sendy"}
 
 // ownLabels are the labels each of our metrics keeps. The SDK's handler
 // adds the namespace, task queue, workflow and activity types to what

@@ -9,6 +9,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -90,6 +91,24 @@ func Generate(dir string, names []string, ips []net.IP, client string) (Files, e
 		return f, fmt.Errorf("make the client certificate: %w", err)
 	}
 	return f, nil
+}
+
+// ClientTLS is the client's settings for a Go client: its certificate,
+// the CA as the root, and serverName as the name to check.
+func (f Files) ClientTLS(serverName string) (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(f.ClientCert, f.ClientKey)
+	if err != nil {
+		return nil, fmt.Errorf("load the client certificate %s: %w", f.ClientCert, err)
+	}
+	ca, err := os.ReadFile(f.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("the CA file %s holds no certificate", f.CA)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Env is the client's settings as the temporal CLI and the workers read
