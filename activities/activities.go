@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/metrics/name"
@@ -473,6 +474,7 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	begun := time.Now() // the time the activity's deadline left it is read from here, before the ledger's reads
 	info := activity.GetInfo(ctx)
 	req := in.Request
+	tracing.Annotate(ctx, tracing.EventKey.String(in.EventKey), tracing.SendKey.String(req.Key), tracing.Provider.String(string(req.Provider)))
 	c, err := a.client(string(req.Provider))
 	if err != nil {
 		return SendOutput{}, err
@@ -503,6 +505,7 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		}
 		number += base
 	}
+	tracing.Annotate(ctx, tracing.Attempt.Int(number))
 	// An attempt needs the time a provider may take to answer. One that
 	// the activity's deadline (the end of the retries' share of the
 	// window) would cut short ends with its outcome unknown where the
@@ -526,6 +529,7 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 			} else {
 				reason = string(req.Provider) + ": " + reason
 			}
+			tracing.Annotate(ctx, tracing.Outcome.String(string(provider.NotExecuted)))
 			return SendOutput{}, temporal.NewApplicationErrorWithOptions(reason, ErrNotExecuted, temporal.ApplicationErrorOptions{
 				Details:  []any{SendFailure{Result: provider.Result{Outcome: provider.NotExecuted, Reason: reason}, Attempt: info.Attempt - 1}},
 				Category: temporal.ApplicationErrorCategoryBenign,
@@ -543,11 +547,12 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	}
 
 	res := c.Send(ctx, req)
+	tracing.Annotate(ctx, tracing.Outcome.String(string(res.Outcome)))
 
 	row.EndedAt, row.Outcome, row.HTTPStatus, row.Code = a.now(), string(res.Outcome), res.HTTPStatus, res.Code
 	row.MessageID, row.Replay, row.Reason = res.MessageID, res.Outcome == provider.Replayed, res.Reason
 	log := a.log().With(zap.String("key", req.Key), zap.String("provider", string(req.Provider)),
-		zap.String("to", sms.MaskPhone(req.To)), zap.Int32("attempt", info.Attempt))
+		zap.String("to", sms.MaskPhone(req.To)), zap.Int32("attempt", info.Attempt), tracing.LogTraceID(ctx))
 	if err := a.Ledger.EndAttempt(context.WithoutCancel(ctx), row); err != nil {
 		// The answer stands; the open row remains as evidence of the attempt.
 		log.Error("could not record the end of a send attempt in the ledger", zap.Error(err))
@@ -775,6 +780,7 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 		result = "unsearchable"
 	}
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": in.Provider, "result": result}).Counter(name.Reconciliations).Inc(1)
+	tracing.Annotate(ctx, tracing.EventKey.String(in.EventKey), tracing.Provider.String(in.Provider), tracing.Outcome.String(result))
 	if err != nil {
 		return ReconcileOutput{}, err
 	}
@@ -811,6 +817,9 @@ func (a *Activities) Status(ctx context.Context, in StatusInput) (provider.Messa
 		return provider.Message{}, err
 	}
 	m, err := c.Get(ctx, in.MessageID)
+	if err == nil {
+		tracing.Annotate(ctx, tracing.Provider.String(in.Provider), tracing.Outcome.String(string(m.Status)))
+	}
 	if err == nil && in.UntilFinal && !m.Status.Final() {
 		return provider.Message{}, temporal.NewApplicationErrorWithOptions(
 			fmt.Sprintf("message %s is %s, not final yet: looking again on the tracking schedule", in.MessageID, m.Status),

@@ -28,6 +28,7 @@ import (
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/devmode"
 	"github.com/acme/smsorch/intake"
+	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/metrics"
@@ -506,6 +507,21 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	// Traces go where the standard OTEL_* variables say, or nowhere.
+	where, stopTracing, err := tracing.Setup(ctx, "smsorch-worker", log.Named("tracing"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(flush); err != nil {
+			log.Warn("tracing: the last spans could not be exported", zap.Error(err))
+		}
+	}()
+	if where != "" {
+		log.Info("traces are exported", zap.String("to", where))
+	}
 	a, err := Start(ctx, cfg, log)
 	if err != nil {
 		return err

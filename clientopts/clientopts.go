@@ -1,8 +1,8 @@
 // Package clientopts builds the Temporal client options of every program
 // of this module (the worker, smsctl, the drill, the benchmark) in one
 // place: the connection settings the temporal CLI reads, the list of
-// frontends, the namespace default, the SDK's logger, the payload codec
-// and the metrics handler.
+// frontends, the namespace default, the SDK's logger, the payload codec,
+// the metrics handler and the tracing interceptor.
 package clientopts
 
 import (
@@ -15,6 +15,7 @@ import (
 
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/frontends"
+	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/logging"
 )
 
@@ -84,6 +85,14 @@ func Build(s Settings) (client.Options, error) {
 	if s.Metrics != nil {
 		opts.MetricsHandler = s.Metrics
 	}
+	// Starts, signals and updates carry the caller's trace to the
+	// workflow and its activities (the SDK's OpenTelemetry interceptor,
+	// which workers made from this client use too).
+	tracer, err := tracing.TemporalInterceptor()
+	if err != nil {
+		return opts, err
+	}
+	opts.Interceptors = append(opts.Interceptors, tracer)
 	if err := frontends.Apply(&opts); err != nil {
 		return opts, err
 	}

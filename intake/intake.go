@@ -46,6 +46,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/sms"
 	"github.com/acme/smsorch/starter"
@@ -131,7 +132,9 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 	mux.HandleFunc("POST /v1/events", h.limited(h.post))
 	mux.HandleFunc("GET /v1/events/{key}", h.limited(h.get))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	return mux
+	// Each request is a span, the root of the event's trace or the child
+	// of the sender's traceparent.
+	return tracing.Handler(mux, "intake")
 }
 
 // limited answers 429 with Retry-After to a client past its rate.
@@ -139,12 +142,12 @@ func (h *handler) limited(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		client, ok := h.clientOf(r)
 		if !ok {
-			h.fail(w, http.StatusForbidden, "not_via_proxy", "", "this intake takes requests through its proxy only: send to the proxy's address")
+			h.fail(w, r, http.StatusForbidden, "not_via_proxy", "", "this intake takes requests through its proxy only: send to the proxy's address")
 			return
 		}
 		if wait, ok := h.clients.allow(client, h.cfg.Now()); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			h.fail(w, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("more than %d requests a minute from this client: wait and send again (the event's key makes a retry safe)", h.cfg.RatePerMinute))
+			h.fail(w, r, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("more than %d requests a minute from this client: wait and send again (the event's key makes a retry safe)", h.cfg.RatePerMinute))
 			return
 		}
 		next(w, r)
@@ -164,12 +167,12 @@ func (h *handler) authentic(w http.ResponseWriter, r *http.Request, signed []byt
 	now := h.cfg.Now()
 	switch {
 	case err != nil:
-		h.fail(w, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or unreadable %s: send the Unix time in seconds at which you signed, and %s: sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" with the shared secret>", TimestampHeader, SignatureHeader))
+		h.fail(w, r, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or unreadable %s: send the Unix time in seconds at which you signed, and %s: sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" with the shared secret>", TimestampHeader, SignatureHeader))
 		return false
 	case abs(now.Unix()-secs) > int64(MaxSkew/time.Second):
 		// In whole seconds: a far-off value (milliseconds, say) cannot
 		// overflow a Duration into passing.
-		h.fail(w, http.StatusUnauthorized, "stale", "", fmt.Sprintf("%s is %d s from the intake's clock (at most %s): sign again with the current Unix time in seconds, and check the sender's clock", TimestampHeader, abs(now.Unix()-secs), MaxSkew))
+		h.fail(w, r, http.StatusUnauthorized, "stale", "", fmt.Sprintf("%s is %d s from the intake's clock (at most %s): sign again with the current Unix time in seconds, and check the sender's clock", TimestampHeader, abs(now.Unix()-secs), MaxSkew))
 		return false
 	}
 	for _, secret := range h.secrets {
@@ -177,7 +180,7 @@ func (h *handler) authentic(w http.ResponseWriter, r *http.Request, signed []byt
 			return true
 		}
 	}
-	h.fail(w, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>", SignatureHeader))
+	h.fail(w, r, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>", SignatureHeader))
 	return false
 }
 
@@ -292,7 +295,8 @@ type Problem struct {
 	} `json:"error"`
 }
 
-func (h *handler) fail(w http.ResponseWriter, status int, code, field, msg string) {
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, code, field, msg string) {
+	tracing.Annotate(r.Context(), tracing.Answer.String(code))
 	if h.cfg.Refused != nil {
 		h.cfg.Refused(code)
 	}
@@ -315,17 +319,17 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	// signed request cannot come from such a form, and refusing it for a
 	// header would lose an event its sender authenticated.
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); len(h.secrets) == 0 && (err != nil || mt != "application/json") {
-		h.fail(w, http.StatusUnsupportedMediaType, "content_type", "", "send the event as JSON with the header Content-Type: application/json")
+		h.fail(w, r, http.StatusUnsupportedMediaType, "content_type", "", "send the event as JSON with the header Content-Type: application/json")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		h.fail(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("the body is larger than %d bytes; an event is a few hundred", h.cfg.MaxBody))
+		h.fail(w, r, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("the body is larger than %d bytes; an event is a few hundred", h.cfg.MaxBody))
 		return
 	case err != nil:
-		h.fail(w, http.StatusBadRequest, "bad_body", "", "could not read the body: "+err.Error())
+		h.fail(w, r, http.StatusBadRequest, "bad_body", "", "could not read the body: "+err.Error())
 		return
 	}
 	if !h.authentic(w, r, body) {
@@ -335,7 +339,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields() // a misspelt field must not silently drop a value
 	if err := dec.Decode(&e); err != nil {
-		h.fail(w, http.StatusBadRequest, "bad_json", "", "the body is not an event: "+err.Error()+
+		h.fail(w, r, http.StatusBadRequest, "bad_json", "", "the body is not an event: "+err.Error()+
 			`; send {"kind":"order","id":"58213","stage":"shipped","to":"+31612345678","text":"…","provider":"bird"}`)
 		return
 	}
@@ -347,25 +351,30 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		requestID = "intake-" + hex.EncodeToString(sum[:16])
 	}
 	res, err := h.s.SendRequest(ctx, e, requestID)
-	log := h.cfg.Logger.With(zap.String("key", res.Key), zap.String("to", sms.MaskPhone(strings.TrimSpace(e.To))))
+	if res.Key != "" {
+		tracing.Annotate(ctx, tracing.EventKey.String(res.Key))
+	}
+	log := h.cfg.Logger.With(zap.String("key", res.Key), zap.String("to", sms.MaskPhone(strings.TrimSpace(e.To))), tracing.LogTraceID(ctx))
 	var ie *starter.InvalidError
 	var ce *starter.ConflictError
 	switch {
 	case errors.As(err, &ie):
 		log.Info("intake refused an invalid event", zap.String("field", ie.Field), zap.Error(err))
-		h.fail(w, http.StatusBadRequest, "invalid", ie.Field, err.Error())
+		h.fail(w, r, http.StatusBadRequest, "invalid", ie.Field, err.Error())
 	case errors.As(err, &ce):
 		log.Warn("intake refused a conflicting event", zap.Error(err))
-		h.fail(w, http.StatusConflict, "conflict", ce.Field, err.Error())
+		h.fail(w, r, http.StatusConflict, "conflict", ce.Field, err.Error())
 	case err != nil:
 		// The caller learns what to do; the cause, which may name our
 		// Temporal cluster, stays in our log.
 		log.Error("intake could not start an event", zap.Error(err))
-		h.fail(w, http.StatusServiceUnavailable, "unavailable", "", "the event could not be started right now: send the same event again (its key makes retries safe)")
+		h.fail(w, r, http.StatusServiceUnavailable, "unavailable", "", "the event could not be started right now: send the same event again (its key makes retries safe)")
 	case res.Started:
+		tracing.Annotate(ctx, tracing.Answer.String("started"))
 		log.Info("intake started an event", zap.String("run", res.RunID))
 		writeJSON(w, http.StatusAccepted, res)
 	default:
+		tracing.Annotate(ctx, tracing.Answer.String("existing"))
 		log.Info("intake found the event's run", zap.String("run", res.RunID), zap.String("state", string(res.State)))
 		writeJSON(w, http.StatusOK, res)
 	}
@@ -381,12 +390,12 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	var ie *starter.InvalidError
 	switch {
 	case errors.As(err, &ie):
-		h.fail(w, http.StatusBadRequest, "invalid", ie.Field, err.Error())
+		h.fail(w, r, http.StatusBadRequest, "invalid", ie.Field, err.Error())
 	case errors.Is(err, starter.ErrNotFound):
-		h.fail(w, http.StatusNotFound, "not_found", "", err.Error())
+		h.fail(w, r, http.StatusNotFound, "not_found", "", err.Error())
 	case err != nil:
 		h.cfg.Logger.Error("intake could not read a run", zap.String("key", r.PathValue("key")), zap.Error(err))
-		h.fail(w, http.StatusServiceUnavailable, "unavailable", "", "the run could not be read right now: ask again")
+		h.fail(w, r, http.StatusServiceUnavailable, "unavailable", "", "the run could not be read right now: ask again")
 	default:
 		writeJSON(w, http.StatusOK, st)
 	}

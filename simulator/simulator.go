@@ -161,6 +161,9 @@ type Request struct {
 	// Path includes the query string.
 	Path string `json:"path"`
 	Key  string `json:"key,omitempty"`
+	// Traceparent is the W3C trace context the request carried, "" when
+	// none: a test follows an event's trace to the provider with it.
+	Traceparent string `json:"traceparent,omitempty"`
 	// Body is the raw body bytes as received (base64 in JSON); BodyText is
 	// the same as text, for people.
 	Body     []byte `json:"body,omitempty"`
@@ -356,7 +359,7 @@ func (s *Server) record(r *http.Request, provider string, body []byte) *Request 
 	}
 	rec := &Request{
 		Seq: len(s.requests) + 1, At: s.nowLocked(), Provider: provider, Method: r.Method, Path: path,
-		Key: r.Header.Get("Idempotency-Key"), Body: body, BodyText: string(body),
+		Key: r.Header.Get("Idempotency-Key"), Body: body, BodyText: string(body), Traceparent: r.Header.Get("Traceparent"),
 	}
 	s.requests = append(s.requests, rec)
 	return rec

@@ -128,12 +128,14 @@ func (s *Starter) Start(ctx context.Context, plan Plan) (Result, error) {
 	return s.start(ctx, plan, "")
 }
 
-func (s *Starter) start(ctx context.Context, plan Plan, requestID string) (Result, error) {
+func (s *Starter) start(ctx context.Context, plan Plan, requestID string) (res Result, err error) {
+	header, endSpan := traceStart(ctx, contract.WorkflowID(plan.Key))
+	defer func() { endSpan(err) }()
 	if requestID == "" {
 		requestID = newRequestID()
 	}
 	in := plan.Input
-	res := Result{Key: in.Key, Text: plan.Text, Warnings: plan.Warnings}
+	res = Result{Key: in.Key, Text: plan.Text, Warnings: plan.Warnings}
 	dc := converter.GetDefaultDataConverter()
 	input, err := dc.ToPayloads(in)
 	if err != nil {
@@ -172,6 +174,7 @@ func (s *Starter) start(ctx context.Context, plan Plan, requestID string) (Resul
 		WorkflowIdConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		SearchAttributes:         &commonpb.SearchAttributes{IndexedFields: sa},
 		UserMetadata:             &sdkpb.UserMetadata{Summary: summary, Details: details},
+		Header:                   header,
 	})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {

@@ -76,7 +76,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bird: timeout %s is negative", cfg.Timeout)
 	}
 	var hc *http.Client
-	hc, cfg.Timeout = wire.HTTPClient(cfg.HTTPClient, cfg.Timeout, DefaultTimeout)
+	hc, cfg.Timeout = wire.HTTPClient(provider.Bird, cfg.HTTPClient, cfg.Timeout, DefaultTimeout)
 	return &Client{cfg: cfg, hc: hc}, nil
 }
 

@@ -65,7 +65,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("sendy: timeout %s is negative", cfg.Timeout)
 	}
 	var hc *http.Client
-	hc, cfg.Timeout = wire.HTTPClient(cfg.HTTPClient, cfg.Timeout, DefaultTimeout)
+	hc, cfg.Timeout = wire.HTTPClient(provider.Sendy, cfg.HTTPClient, cfg.Timeout, DefaultTimeout)
 	return &Client{cfg: cfg, hc: hc}, nil
 }
 

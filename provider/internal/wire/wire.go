@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/sms"
 )
@@ -38,22 +39,23 @@ func JSON(v any) ([]byte, error) {
 // MaxBody bounds how much of an answer is read; provider answers are small.
 const MaxBody = 1 << 20
 
-// HTTPClient is the client a provider client uses: the one given, or a
-// new one whose attempts end within timeout (def when timeout is 0).
-func HTTPClient(given *http.Client, timeout, def time.Duration) (*http.Client, time.Duration) {
+// HTTPClient is the client provider p uses: the one given, as it is, or
+// a new one whose attempts end within timeout (def when timeout is 0).
+func HTTPClient(p provider.Name, given *http.Client, timeout, def time.Duration) (*http.Client, time.Duration) {
 	if timeout == 0 {
 		timeout = def
 	}
 	if given != nil {
 		return given, timeout
 	}
-	return NewHTTPClient(timeout), timeout
+	return NewHTTPClient(p, timeout), timeout
 }
 
 // NewHTTPClient returns a client whose every attempt ends within timeout.
 // Redirects are not followed: a redirected POST could send the body to a
-// place that does not honour the key.
-func NewHTTPClient(timeout time.Duration) *http.Client {
+// place that does not honour the key. Each request is a span of the
+// caller's trace and carries its traceparent.
+func NewHTTPClient(p provider.Name, timeout time.Duration) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
 	tr.TLSHandshakeTimeout = timeout
@@ -61,7 +63,7 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 	tr.MaxIdleConnsPerHost = 32
 	return &http.Client{
 		Timeout:       timeout,
-		Transport:     tr,
+		Transport:     tracing.Transport(tr, string(p)),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

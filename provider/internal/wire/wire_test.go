@@ -52,7 +52,7 @@ func TestRefusedConnectionIsNotExecuted(t *testing.T) {
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
-	_, err = NewHTTPClient(time.Second).Get("http://" + addr + "/")
+	_, err = NewHTTPClient(provider.Bird, time.Second).Get("http://" + addr + "/")
 	require.Error(t, err)
 	r := TransportFailure(provider.Sendy, err)
 	require.Equal(t, provider.NotExecuted, r.Outcome, err.Error())
@@ -78,7 +78,7 @@ func TestDoNeverResendsQuietly(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer srv.Close()
-	hc := NewHTTPClient(time.Second)
+	hc := NewHTTPClient(provider.Bird, time.Second)
 	h := http.Header{"Idempotency-Key": {"k"}}
 	_, err := Do(context.Background(), hc, http.MethodPost, srv.URL, h, []byte("{}"))
 	require.NoError(t, err)
