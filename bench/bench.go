@@ -63,8 +63,12 @@ type Config struct {
 	// one alike); 0 is the default of the worker's flags.
 	StickyCache, WorkflowPollers, ActivityPollers int
 	// SkipThroughput leaves out the throughput scenarios (to measure
-	// only memory or the Sendy pace).
+	// only memory or the Sendy pace), and with them the open loop.
 	SkipThroughput bool
+	// OpenLoads are the open-loop scenarios' arrival rates, as shares of
+	// the rate bare Temporal sustained at saturation; each runs OpenFor.
+	OpenLoads []float64
+	OpenFor   time.Duration
 	// Dir holds the processes' logs and state.
 	Dir string
 	// Bins are the worker and simulator; Self is this program, run as
@@ -149,6 +153,7 @@ type Report struct {
 	Rows   []Row       `json:"rows"`
 	Memory []MemoryRow `json:"memory"`
 	Sendy  []SendyRow  `json:"sendy"`
+	Open   []OpenRow   `json:"open"`
 }
 
 // Scenario names.
@@ -203,6 +208,11 @@ func (s *stack) measure(ctx context.Context, rep *Report) error {
 	if !s.cfg.SkipThroughput {
 		if err := s.throughputRows(ctx, c, st, rep); err != nil {
 			return err
+		}
+		if len(s.cfg.OpenLoads) > 0 {
+			if err := s.openLoop(ctx, c, st, rep); err != nil {
+				return err
+			}
 		}
 	}
 	for _, size := range s.cfg.CacheSizes {

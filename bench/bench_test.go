@@ -2,7 +2,10 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,6 +87,10 @@ func report() Report {
 	return Report{N: 4, Rows: rows,
 		Memory: []MemoryRow{{Backend: "sqlite", StickyCache: 1000, Runs: 4, RSSMB: 150}},
 		Sendy:  []SendyRow{{Backend: "sqlite", Limit: 60, PerMinute: 56, TooMany: 0, Accepted: 3}},
+		Open: []OpenRow{
+			{Backend: "sqlite", Scenario: ScenarioBare, Load: 0.5, Rate: 15, Events: 9, ToAccepted: Latencies{P99: 0.2, N: 9}, ToDone: Latencies{P99: 0.3, N: 9}},
+			{Backend: "sqlite", Scenario: ScenarioOurs, Load: 0.5, Rate: 15, Events: 8, ToAccepted: Latencies{P99: 0.25, N: 8}, ToDone: Latencies{P99: 1.3, N: 8}, Messages: 8},
+		},
 	}
 }
 
@@ -92,7 +99,10 @@ func TestTargetsCompareWithTheBounds(t *testing.T) {
 	for _, x := range report().Targets() {
 		got[x.Name] = x
 	}
-	require.Len(t, got, 8)
+	require.Len(t, got, 9)
+	open := got["ours/bare p99 start to accepted, open loop at 50% of bare's rate"]
+	require.InDelta(t, 1.25, open.Value, 1e-9)
+	require.True(t, open.Met, "1.25 is within 1.3")
 	acc := got["ours/bare throughput to accepted"]
 	require.InDelta(t, 0.9, acc.Value, 1e-9)
 	require.True(t, acc.Met)
@@ -112,7 +122,8 @@ func TestPrintShowsEveryRowAndTarget(t *testing.T) {
 	var b bytes.Buffer
 	report().Print(&b)
 	out := b.String()
-	for _, want := range []string{"bare", "ours-3x", "direct", "runs awaiting a decision", "Sendy events", "MISSED", "met", "ours/direct throughput"} {
+	for _, want := range []string{"bare", "ours-3x", "direct", "runs awaiting a decision", "Sendy events", "MISSED", "met", "ours/direct throughput",
+		"open loop: Poisson arrivals", "0.25/", "1.25x", "4.33x"} {
 		require.Contains(t, out, want)
 	}
 	require.Equal(t, 1, strings.Count(out, "ours/bare throughput to accepted"))
@@ -130,6 +141,46 @@ func TestCheckFindsAMissingOrShortRow(t *testing.T) {
 	r = report()
 	r.Rows[2].ToDone.N = 3
 	require.ErrorContains(t, r.Check(cfg), "3 events done")
+	cfg.OpenLoads = []float64{0.5}
+	require.NoError(t, report().Check(cfg))
+	r = report()
+	r.Open[1].Messages = 9
+	require.ErrorContains(t, r.Check(cfg), "created 9 messages for 8 events")
+	r = report()
+	r.Open[0].ToAccepted.N = 8
+	require.ErrorContains(t, r.Check(cfg), "open loop bare at 50%: 9 events done and 8 accepted of 9")
+	cfg.OpenLoads = []float64{0.25, 0.5}
+	require.ErrorContains(t, report().Check(cfg), "no open-loop bare row at 25%")
+	cfg.OpenLoads = nil
 	cfg.Backends = append(cfg.Backends, "postgres")
 	require.ErrorContains(t, report().Check(cfg), "postgres: no bare row")
+}
+
+// TestArrivalsArePoissonAndNeverWaitForAnswers: a slow start does not
+// delay the next arrival, and the arrivals' count and gaps are those of
+// the rate (the seed fixes them).
+func TestArrivalsArePoissonAndNeverWaitForAnswers(t *testing.T) {
+	var mu sync.Mutex
+	started := map[int]bool{}
+	begun := time.Now()
+	at, err := arrivals(context.Background(), 200, time.Second, 7, func(ctx context.Context, i int) error {
+		mu.Lock()
+		started[i] = true
+		mu.Unlock()
+		time.Sleep(300 * time.Millisecond) // a slow answer
+		return nil
+	})
+	require.NoError(t, err)
+	require.Less(t, time.Since(begun), 1500*time.Millisecond, "the arrivals did not wait for the answers")
+	require.InDelta(t, 200, len(at), 60, "about rate × time arrivals")
+	require.Len(t, started, len(at))
+	for i := 1; i < len(at); i++ {
+		require.True(t, at[i].After(at[i-1]) || at[i].Equal(at[i-1]))
+	}
+	require.Less(t, at[len(at)-1].Sub(begun), time.Second)
+
+	_, err = arrivals(context.Background(), 100, time.Second, 7, func(ctx context.Context, i int) error {
+		return errors.New("refused")
+	})
+	require.EqualError(t, err, "refused")
 }

@@ -44,6 +44,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Bins.Server, "server-bin", "", "the program that runs the Temporal server (--server-only; default -worker-bin when given, else built from this module)")
 	fs.StringVar(&cfg.Bins.Simulator, "sim-bin", "", "the simulator program (default: built from this module)")
 	fs.BoolVar(&cfg.SkipThroughput, "skip-throughput", false, "leave out bare, ours, ours-3x and direct (measure only memory and the Sendy pace)")
+	loads := fs.String("open-loads", "0.25,0.5,0.75", "open-loop arrival rates, as shares of bare Temporal's saturation rate in the same run (\"\": no open loop)")
+	fs.DurationVar(&cfg.OpenFor, "open-for", 30*time.Second, "how long events arrive in each open-loop scenario")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	role := fs.String("role", "", "internal: run as the bare worker (bare-worker) or the direct loop (direct)")
 	var d DirectConfig
@@ -87,6 +89,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-cache-sizes: %q is not a positive number of runs", s)
 		}
 		cfg.CacheSizes = append(cfg.CacheSizes, n)
+	}
+	for _, s := range strings.Split(*loads, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f <= 0 || f > 1 {
+			return fmt.Errorf("-open-loads: %q is not a share of bare's rate between 0 and 1 (0.5 is half)", s)
+		}
+		cfg.OpenLoads = append(cfg.OpenLoads, f)
+	}
+	if len(cfg.OpenLoads) > 0 && cfg.OpenFor < time.Second {
+		return fmt.Errorf("-open-for %s: give the open loop at least 1s", cfg.OpenFor)
 	}
 	var err error
 	if cfg.Self, err = os.Executable(); err != nil {
