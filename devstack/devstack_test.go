@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -229,4 +230,34 @@ func TestBroadcastAddressOfAServerOnEveryInterface(t *testing.T) {
 	got, err = Config{FrontendAddress: "10.0.0.8:7233"}.broadcast()
 	require.NoError(t, err)
 	require.Equal(t, "10.0.0.8", got)
+}
+
+// TestServersStartingTogetherOnANewDatabaseAllStart: compose starts its
+// two Temporal replicas at once on a new database. Each sets up the
+// schema and then saves the cluster metadata; the second save used to
+// lose the race and the server exited ("SaveClusterMetadata encountered
+// version mismatch").
+func TestServersStartingTogetherOnANewDatabaseAllStart(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Database(t)
+	t.Cleanup(func() { dropVisibility(t, db) })
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		dir := t.TempDir()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			s, err := Start(ctx, Config{FrontendAddress: "127.0.0.1:0", UIAddress: UIOff, DataDir: dir, Database: db,
+				SearchAttributes: testAttributes, Logger: zap.NewNop()})
+			errs[i] = err
+			if err == nil {
+				t.Cleanup(func() { _ = s.Stop() })
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 }

@@ -32,7 +32,7 @@ const PostgresHistoryShards = 4
 // the persistence database and to the visibility database. One process
 // then holds at most 4 x (4 + 2) = 24; PostgreSQL accepts 100 by default,
 // so a cluster of two servers leaves room for the workers' ledger pools
-// and an operator's psql (the README's "Connections" adds it up for more
+// and an operator's psql (docs/operations.md, "Connections", adds it up for more
 // replicas).
 const (
 	PostgresServices           = 4
@@ -118,25 +118,32 @@ func withDatabase(dsn, name string) string {
 
 // setup creates the two databases when they are missing and creates or
 // upgrades their schemas to the versions this server needs, under an
-// advisory lock so that servers starting at once set up once.
-func (p postgresStores) setup(ctx context.Context, logger serverlog.Logger) error {
+// advisory lock so that servers starting at once set up once. The lock is
+// held until release: the caller releases it once the server has written
+// its cluster metadata (temporal.NewServer does), which servers starting
+// together on a new database otherwise race for, the loser exiting with
+// "SaveClusterMetadata encountered version mismatch".
+func (p postgresStores) setup(ctx context.Context, logger serverlog.Logger) (release func(), err error) {
 	redacted := logging.RedactDSN(p.dsn)
 	for _, name := range []string{p.persistence.DatabaseName, p.visibility.DatabaseName} {
 		if err := createDatabase(ctx, p.dsn, name); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	conn, err := pgx.Connect(ctx, p.dsn)
 	if err != nil {
-		return fmt.Errorf("connect to the Temporal database %s: %w", redacted, err)
+		return nil, fmt.Errorf("connect to the Temporal database %s: %w", redacted, err)
 	}
-	defer func() { _ = conn.Close(context.Background()) }()
 	// Session lock: released by the unlock below or when the connection ends.
 	const lockKey = "smsorch temporal schema"
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", lockKey); err != nil {
-		return fmt.Errorf("lock the Temporal schema in %s: %w", redacted, err)
+		_ = conn.Close(context.Background())
+		return nil, fmt.Errorf("lock the Temporal schema in %s: %w", redacted, err)
 	}
-	defer func() { _, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext($1))", lockKey) }()
+	release = func() {
+		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext($1))", lockKey)
+		_ = conn.Close(context.Background())
+	}
 	for _, s := range []struct {
 		cfg     *config.SQL
 		name    string
@@ -146,10 +153,11 @@ func (p postgresStores) setup(ctx context.Context, logger serverlog.Logger) erro
 		{p.visibility, "postgresql/v12/visibility", postgresschema.VisibilityVersion},
 	} {
 		if err := upgradeSchema(s.cfg, s.name, logger); err != nil {
-			return fmt.Errorf("set up the Temporal schema %s (version %s) in database %s on %s: %w", s.name, s.version, s.cfg.DatabaseName, s.cfg.ConnectAddr, err)
+			release()
+			return nil, fmt.Errorf("set up the Temporal schema %s (version %s) in database %s on %s: %w", s.name, s.version, s.cfg.DatabaseName, s.cfg.ConnectAddr, err)
 		}
 	}
-	return nil
+	return release, nil
 }
 
 // upgradeSchema brings one database from whatever version it has (none

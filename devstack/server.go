@@ -84,9 +84,13 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 		if err != nil {
 			return nil, err
 		}
-		if err := stores.setup(ctx, logger); err != nil {
+		release, err := stores.setup(ctx, logger)
+		if err != nil {
 			return nil, err
 		}
+		// Held until temporal.NewServer below has saved the cluster
+		// metadata: replicas starting together do it one at a time.
+		defer release()
 		conf.Persistence.DefaultStore = "postgres-default"
 		conf.Persistence.VisibilityStore = "postgres-visibility"
 		conf.Persistence.NumHistoryShards = PostgresHistoryShards
