@@ -1,0 +1,250 @@
+package activities
+
+// Send: one attempt at the provider, recorded in the ledger.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/internal/tracing"
+	"github.com/acme/smsorch/ledger"
+	"github.com/acme/smsorch/metrics/name"
+	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/sms"
+)
+
+// SendInput is one send: the planned request and how long its key may be tried.
+type SendInput struct {
+	EventKey string           `json:"eventKey"`
+	Request  provider.Request `json:"request"`
+	// Budget is how long after the key's first recorded attempt another
+	// attempt may start (Policy.SendBudget).
+	Budget time.Duration `json:"budget"`
+	// InProgressDelay is the retry delay after 409 E01004.
+	InProgressDelay time.Duration `json:"inProgressDelay"`
+	// LedgerID is the ledger that claimed the event (PrepareOutput).
+	LedgerID string `json:"ledgerId,omitempty"`
+	// AfterRetries marks a Send of a key that the run already sent under
+	// in an earlier activity (the last attempt after the retries, and
+	// since version 6 any later Send of the key): a new activity after
+	// the retries' one: its ledger rows are numbered after theirs, so it
+	// never overwrites the record of an earlier attempt of the run.
+	AfterRetries bool `json:"afterRetries,omitempty"`
+}
+
+// SendOutput is the attempt that got the message accepted.
+type SendOutput struct {
+	Result provider.Result `json:"result"`
+	// Attempt is the activity attempt that succeeded (1 for the first).
+	Attempt int32 `json:"attempt"`
+	// Uncertain is true when an earlier attempt under this key, in this
+	// run or an earlier one, ended without a certain answer or never
+	// ended: the provider may hold a second message for the key, which
+	// the workflow then looks for.
+	Uncertain bool `json:"uncertain"`
+	// UncertainSince is the start of the latest such attempt: it may
+	// still take effect until the policy's LateEffectHorizon has passed,
+	// so the workflow looks again then.
+	UncertainSince time.Time `json:"uncertainSince"`
+}
+
+// SendFailure is the details of a failed attempt's ApplicationError.
+type SendFailure struct {
+	Result  provider.Result `json:"result"`
+	Attempt int32           `json:"attempt"`
+}
+
+// Send makes one attempt with the planned bytes. It writes the attempt to
+// the ledger before the HTTP call and completes it after, and refuses to
+// start once the key's replay window (minus margin) has passed since its
+// first attempt: past it, only reconciliation may decide about a resend.
+func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error) {
+	begun := time.Now() // the time the activity's deadline left it is read from here, before the ledger's reads
+	info := activity.GetInfo(ctx)
+	req := in.Request
+	tracing.Annotate(ctx, tracing.EventKey.String(in.EventKey), tracing.SendKey.String(req.Key), tracing.Provider.String(string(req.Provider)))
+	c, err := a.client(string(req.Provider))
+	if err != nil {
+		return SendOutput{}, err
+	}
+	if err := a.checkLedger(in.LedgerID); err != nil {
+		return SendOutput{}, err
+	}
+	// The ledger's clock: the window counts from the first attempt as the
+	// ledger recorded it, whichever worker made it.
+	now, err := a.Ledger.Now(ctx)
+	if err != nil {
+		return SendOutput{}, err
+	}
+	first, tried, err := a.Ledger.FirstAttempt(ctx, req.Key)
+	if err != nil {
+		return SendOutput{}, err
+	}
+	if tried && now.After(first.Add(in.Budget)) {
+		return SendOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the replay window of %s closed: first attempt %s, budget %s; another attempt could send a second SMS, so the run reconciles instead",
+				req.Key, first.UTC().Format(time.RFC3339), in.Budget), ErrWindowClosed, nil)
+	}
+	number := int(info.Attempt)
+	if in.AfterRetries {
+		base, err := a.lastNumber(ctx, in.EventKey, req.Key, info.WorkflowExecution.RunID)
+		if err != nil {
+			return SendOutput{}, err // nothing sent yet: safe to retry
+		}
+		number += base
+	}
+	tracing.Annotate(ctx, tracing.Attempt.Int(number))
+	// An attempt needs the time a provider may take to answer. One that
+	// the activity's deadline (the end of the retries' share of the
+	// window) would cut short ends with its outcome unknown where the
+	// provider might have answered, turning a certain history into an
+	// uncertain one. It is not made: nothing is sent, and the run's last
+	// attempt before the window closes gets its full time.
+	if deadline, ok := ctx.Deadline(); ok {
+		// The run's attempt time, which its start-to-close holds with the
+		// slack, capped by the client's own timeout on this worker.
+		need := a.policy(req.Provider).AttemptTimeout
+		if run := info.StartToCloseTimeout - AttemptSlack; run > 0 {
+			need = min(need, run)
+		}
+		if left := deadline.Sub(begun); left < need {
+			reason := fmt.Sprintf("no attempt made: the activity started with %s left before its deadline, less than the %s an answer may take; nothing was sent",
+				left.Round(time.Millisecond), need)
+			// The person reading the run's timeline wants the provider's
+			// last answer, not this.
+			if last := a.lastAnswer(ctx, in.EventKey, req.Key); last != "" {
+				reason = last + " (the last answer; then " + reason + ")"
+			} else {
+				reason = string(req.Provider) + ": " + reason
+			}
+			tracing.Annotate(ctx, tracing.Outcome.String(string(provider.NotExecuted)))
+			return SendOutput{}, temporal.NewApplicationErrorWithOptions(reason, ErrNotExecuted, temporal.ApplicationErrorOptions{
+				Details:  []any{SendFailure{Result: provider.Result{Outcome: provider.NotExecuted, Reason: reason}, Attempt: info.Attempt - 1}},
+				Category: temporal.ApplicationErrorCategoryBenign,
+			})
+		}
+	}
+	row := ledger.Attempt{
+		EventKey: in.EventKey, SendKey: req.Key, RunID: info.WorkflowExecution.RunID, Number: number,
+		Fingerprint: req.Fingerprint(), StartedAt: now,
+	}
+	if err := a.Ledger.BeginAttempt(ctx, row); errors.Is(err, ledger.ErrFenced) {
+		return SendOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrFenced, nil)
+	} else if err != nil {
+		return SendOutput{}, err // nothing sent yet: safe to retry
+	}
+
+	res := c.Send(ctx, req)
+	tracing.Annotate(ctx, tracing.Outcome.String(string(res.Outcome)))
+
+	row.EndedAt, row.Outcome, row.HTTPStatus, row.Code = a.now(), string(res.Outcome), res.HTTPStatus, res.Code
+	row.MessageID, row.Replay, row.Reason = res.MessageID, res.Outcome == provider.Replayed, res.Reason
+	log := a.log().With(zap.String("key", req.Key), zap.String("provider", string(req.Provider)),
+		zap.String("to", sms.MaskPhone(req.To)), zap.Int32("attempt", info.Attempt), tracing.LogTraceID(ctx))
+	if err := a.Ledger.EndAttempt(context.WithoutCancel(ctx), row); err != nil {
+		// The answer stands; the open row remains as evidence of the attempt.
+		log.Error("could not record the end of a send attempt in the ledger", zap.Error(err))
+	}
+	mh := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": string(req.Provider)})
+	mh.WithTags(map[string]string{"outcome": string(res.Outcome)}).Counter(name.Sends).Inc(1)
+	if res.Outcome == provider.Replayed {
+		mh.Counter(name.Replays).Inc(1)
+	}
+	if res.KeyConflict {
+		mh.Counter(name.Conflicts).Inc(1)
+	}
+	log.Info("sms send attempt", zap.String("outcome", string(res.Outcome)), zap.Int("status", res.HTTPStatus),
+		zap.String("code", res.Code), zap.String("message", res.MessageID),
+		zap.Bool("replay", res.Outcome == provider.Replayed), zap.String("reason", res.Reason))
+
+	if res.Outcome.Sent() {
+		// Earlier runs count too: a run that resumed the event starts
+		// again at activity attempt 1.
+		out := SendOutput{Result: res, Attempt: info.Attempt}
+		out.UncertainSince = a.earlierUncertain(ctx, in.EventKey, row)
+		out.Uncertain = !out.UncertainSince.IsZero()
+		return out, nil
+	}
+	return SendOutput{}, AttemptError(res, info.Attempt, in.InProgressDelay)
+}
+
+// lastAnswer is the reason the latest ended attempt of a key recorded,
+// "" when there is none or the ledger does not answer.
+func (a *Activities) lastAnswer(ctx context.Context, eventKey, sendKey string) string {
+	attempts, err := a.Ledger.Attempts(ctx, eventKey)
+	if err != nil {
+		return ""
+	}
+	var last ledger.Attempt
+	for _, at := range attempts {
+		if at.SendKey == sendKey && !at.Open() && at.Reason != "" && !at.EndedAt.Before(last.EndedAt) {
+			last = at
+		}
+	}
+	return last.Reason
+}
+
+// lastNumber is the highest attempt number the run recorded for a key.
+func (a *Activities) lastNumber(ctx context.Context, eventKey, sendKey, runID string) (int, error) {
+	attempts, err := a.Ledger.Attempts(ctx, eventKey)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, at := range attempts {
+		if at.SendKey == sendKey && at.RunID == runID {
+			n = max(n, at.Number)
+		}
+	}
+	return n, nil
+}
+
+// AttemptError turns an attempt that did not get the message accepted into
+// the ApplicationError whose type the retry policy matches.
+func AttemptError(res provider.Result, attempt int32, inProgressDelay time.Duration) error {
+	opts := temporal.ApplicationErrorOptions{Details: []any{SendFailure{Result: res, Attempt: attempt}}}
+	var typ string
+	switch res.Outcome {
+	case provider.NotExecuted:
+		typ, opts.NextRetryDelay = ErrNotExecuted, res.RetryAfter
+	case provider.InProgress:
+		typ, opts.NextRetryDelay = ErrInProgress, inProgressDelay
+	case provider.RateLimited:
+		typ, opts.NextRetryDelay = ErrRateLimited, res.RetryAfter
+	case provider.Rejected:
+		typ, opts.NonRetryable = ErrRejected, true
+		if res.KeyConflict {
+			typ = ErrKeyConflict
+		}
+	default:
+		typ, opts.NextRetryDelay = ErrUnknownOutcome, res.RetryAfter
+	}
+	if !opts.NonRetryable {
+		// An outcome the retry policy retries is expected, not a failure:
+		// the SDK logs it at debug and counts no activity failure for it.
+		opts.Category = temporal.ApplicationErrorCategoryBenign
+	}
+	return temporal.NewApplicationErrorWithOptions(res.Reason, typ, opts)
+}
+
+// earlierUncertain returns the start of the latest other attempt of this
+// key, in any run, that ended without a certain answer or never ended;
+// zero when there is none.
+func (a *Activities) earlierUncertain(ctx context.Context, eventKey string, this ledger.Attempt) time.Time {
+	attempts, err := a.Ledger.Attempts(ctx, eventKey)
+	if err != nil {
+		// Cannot tell: take this attempt's own start, so the workflow
+		// looks now and again once a late effect would show.
+		a.log().Warn("could not read the earlier attempts of a key; looking for a second message anyway", zap.String("key", this.SendKey), zap.Error(err))
+		return this.StartedAt
+	}
+	return lastUncertain(attempts, func(at ledger.Attempt) bool {
+		return at.SendKey == this.SendKey && (at.RunID != this.RunID || at.Number != this.Number)
+	})
+}
