@@ -20,7 +20,7 @@ import (
 // setup registers the handlers a run answers from its first moment.
 func (r *run) setup(ctx workflow.Context) {
 	r.ctx, _ = workflow.NewDisconnectedContext(ctx)
-	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion)
+	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, minSupportedVersion, latestVersion)
 	r.log = workflow.GetLogger(ctx)
 	r.st = contract.Status{
 		Result:     contract.Result{Key: r.in.Key, State: contract.Sending, MessageIDs: []string{}, KeysUsed: []string{}},
@@ -74,7 +74,7 @@ func (r *run) receiveSignals(ctx workflow.Context) {
 			if err != nil {
 				r.refuse(d, action+" signal", err)
 			}
-			if r.v >= versionBoundDecisions && d.CheckBinding(r.in.Key) == nil {
+			if r.since(versionBoundDecisions) && d.CheckBinding(r.in.Key) == nil {
 				// A signal stays in the history whether it was applied or
 				// refused: its id is spent either way, so a copy of a
 				// signal refused then cannot apply later, in a state its
@@ -94,7 +94,7 @@ func (r *run) check(d contract.Decision) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
-	if r.v >= versionBoundDecisions {
+	if r.since(versionBoundDecisions) {
 		if err := d.CheckBinding(r.in.Key); err != nil {
 			return fmt.Errorf("refused: %w", err)
 		}
@@ -113,12 +113,12 @@ func (r *run) checkState(d contract.Decision) error {
 	if r.pending != nil {
 		return fmt.Errorf("refused: a %s decided by %s is already being applied", r.pending.Action, r.pending.By)
 	}
-	if r.v >= versionFailover {
+	if r.since(versionFailover) {
 		if err := r.checkMove(d); err != nil {
 			return err
 		}
 	}
-	if r.fixed() && d.Action == contract.ActionResend && !d.Force && r.unsearchable {
+	if r.since(versionNoSilentDuplicates) && d.Action == contract.ActionResend && !d.Force && r.unsearchable {
 		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.st.Provider)
 	}
 	return nil
@@ -130,7 +130,7 @@ func (r *run) decide(d contract.Decision) error {
 	if err := r.check(d); err != nil {
 		return err
 	}
-	if r.v >= versionBoundDecisions {
+	if r.since(versionBoundDecisions) {
 		r.spend(d.ID)
 	}
 	return r.take(d)
@@ -160,11 +160,11 @@ func (r *run) take(d contract.Decision) error {
 	// A person's reason ("customer called from …") is kept in the
 	// timeline, the result and the ledger: masked.
 	d.Reason, d.By = sms.MaskPhones(d.Reason), sms.MaskPhones(d.By)
-	if r.v < versionFailover {
+	if !r.since(versionFailover) {
 		d.Provider = "" // runs before version 5 ignore it, as they always did
 	}
 	r.pending = &d
-	if r.v >= versionBoundDecisions {
+	if r.since(versionBoundDecisions) {
 		r.note("%s decided by %s: %s (decision %s)", d.Action, d.By, d.Reason, sms.MaskPhones(d.ID))
 	} else {
 		r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)
@@ -195,7 +195,7 @@ func (r *run) ackMessage(d contract.Decision) string {
 	if d.Force {
 		return "forced resend accepted: the run tries the provider's records once more and sends under the next resend key unless the message is found, even if the search fails (a blind resend)"
 	}
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		return "resend accepted: the run searches the provider's records first, then sends under the next resend key unless a message of the event is found; if the search fails, the resend waits and is carried out once a search succeeds (the timeline says so)"
 	}
 	return "resend accepted: the run reconciles first if the replay window has closed, then sends under the next resend key unless the message is found"
@@ -203,7 +203,7 @@ func (r *run) ackMessage(d contract.Decision) string {
 
 // decisionForm is the payload a decision signal takes on this run.
 func (r *run) decisionForm() string {
-	if r.v >= versionBoundDecisions {
+	if r.since(versionBoundDecisions) {
 		return contract.DecisionForm(r.in.Key)
 	}
 	return `{"reason": "...", "by": "..."}`
@@ -215,7 +215,7 @@ func (r *run) decisionForm() string {
 // decision, before anything that yields, so a second one is refused.
 func (r *run) await() (contract.State, bool) {
 	r.st.DecisionDeadline = workflow.Now(r.ctx).Add(r.policy.DecisionDeadline)
-	if r.nothingForgotten() && r.deferred != nil && !r.deferredUntil.IsZero() {
+	if r.since(versionNothingForgotten) && r.deferred != nil && !r.deferredUntil.IsZero() {
 		// Waiting for a search does not extend the decision's deadline.
 		r.st.DecisionDeadline = r.deferredUntil
 	}
@@ -224,7 +224,7 @@ func (r *run) await() (contract.State, bool) {
 	decided := func() bool { return r.pending != nil }
 	for {
 		left := r.st.DecisionDeadline.Sub(workflow.Now(r.ctx))
-		retry := r.fixed() && r.reconcileFailed && left > r.policy.ReconcileRetry
+		retry := r.since(versionNoSilentDuplicates) && r.reconcileFailed && left > r.policy.ReconcileRetry
 		if retry {
 			left = r.policy.ReconcileRetry
 		}
@@ -274,15 +274,15 @@ func (r *run) await() (contract.State, bool) {
 func (r *run) resend(d contract.Decision) (contract.State, bool) {
 	blind, basis := "", contract.BasisDeliveryFailed
 	search := !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget()))
-	if r.fixed() {
+	if r.since(versionNoSilentDuplicates) {
 		// Only a message known to have failed lets a resend skip the
 		// search; an unknown outcome ends a little before the window does
 		// (the last attempt goes first), so the clock alone cannot tell.
-		search = search || !r.deliveryFailed || (r.v >= versionLateEffectFirst && r.recheckPending())
+		search = search || !r.deliveryFailed || (r.since(versionLateEffectFirst) && r.recheckPending())
 	}
 	fresh := r.freshSearch
 	r.freshSearch = false
-	if r.nothingForgotten() && r.learnFromLedger() {
+	if r.since(versionNothingForgotten) && r.learnFromLedger() {
 		// Keys another run of the workflow used (before a reset): the
 		// search covers them, and the next key is one no run has used.
 		search, fresh = true, false
@@ -295,7 +295,7 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 	} else if search {
 		basis = contract.BasisReconciled
 		r.setState(contract.Reconciling)
-		if r.v >= versionLateEffectFirst && r.recheckPending() {
+		if r.since(versionLateEffectFirst) && r.recheckPending() {
 			// A hung attempt may still land: the search waits for it, and
 			// is then the late look too.
 			if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
@@ -314,13 +314,13 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 				return contract.Accepted, false
 			}
 			unsearchable := !out.Searched
-			if r.nothingForgotten() {
+			if r.since(versionNothingForgotten) {
 				unsearchable = r.unsearchable
 			}
-			if r.fixed() && unsearchable {
+			if r.since(versionNoSilentDuplicates) && unsearchable {
 				if !d.Force {
 					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider)
-					if r.nothingForgotten() {
+					if r.since(versionNothingForgotten) {
 						r.st.Reason = fmt.Sprintf("the resend decided by %s is not carried out: %s's records cannot speak for this event (%s), so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider, out.How)
 					}
 					r.note("%s", r.st.Reason)
@@ -328,7 +328,7 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 				}
 				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.st.Provider)
 			}
-		case !r.fixed():
+		case !r.since(versionNoSilentDuplicates):
 			basis = contract.BasisUnreconciled
 			r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
 		case d.Force:
@@ -338,7 +338,7 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 			r.reconcileFailed = true
 			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
 				d.By, errorMessage(err), r.policy.ReconcileRetry)
-			if r.nothingForgotten() {
+			if r.since(versionNothingForgotten) {
 				// Acknowledged, so kept: carried out once a search succeeds.
 				r.deferred = &d
 				if r.deferredUntil.IsZero() {
@@ -350,16 +350,16 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 			r.note("%s", r.st.Reason)
 			return contract.AwaitingDecision, false
 		}
-	} else if r.fixed() {
+	} else if r.since(versionNoSilentDuplicates) {
 		r.setState(contract.Sending)
 	}
 	target, moved := r.st.Provider, ""
-	if r.v >= versionFailover && d.Provider != "" && !sameProvider(d.Provider, r.st.Provider) {
+	if r.since(versionFailover) && d.Provider != "" && !sameProvider(d.Provider, r.st.Provider) {
 		target = d.Provider
 	}
 	var key keys.Key
 	var err error
-	if r.v >= versionFailover {
+	if r.since(versionFailover) {
 		key, err = r.nextKey(target)
 	} else {
 		key, err = keys.Resend(keys.Key(r.in.Key), r.resends+1)

@@ -87,7 +87,7 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 	if len(out.Messages) > 0 {
 		return no(fmt.Sprintf("%s holds a message of the event (%s)", r.st.Provider, r.st.DeliveryStatus))
 	}
-	if r.nothingForgotten() && len(out.Vanished) > 0 {
+	if r.since(versionNothingForgotten) && len(out.Vanished) > 0 {
 		return no(fmt.Sprintf("%s accepted message %s of the event and can no longer find it, so whether it went out is unknown", r.st.Provider, strings.Join(out.Vanished, ", ")))
 	}
 	keysHere := strings.Join(r.provKeys(), ", ")
@@ -161,7 +161,7 @@ func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error 
 	if err != nil {
 		return fmt.Errorf("the request at %s cannot be planned: %s", p, errorMessage(err))
 	}
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		// One late look at the provider left, before the run settles.
 		r.leaveOthers(p)
 	}

@@ -30,11 +30,11 @@ func (r *run) finish() (contract.Result, error) {
 	// and to the result: no number in it in full.
 	r.st.Reason = sms.MaskPhones(r.st.Reason)
 	r.upsertSearch()
-	if r.claimed && r.nothingForgotten() {
+	if r.claimed && r.since(versionNothingForgotten) {
 		r.lastLook()
 		r.lookAtLeft()
 		r.settleKnown()
-	} else if r.claimed && r.fixed() {
+	} else if r.claimed && r.since(versionNoSilentDuplicates) {
 		r.lastLook()
 		r.settle()
 	} else if r.claimed {
@@ -74,7 +74,7 @@ func (r *run) lastLook() {
 		_ = workflow.Sleep(r.ctx, wait)
 	}
 	alive := r.recheck("before settling")
-	if alive && r.v >= versionLateEffectFirst && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
+	if alive && r.since(versionLateEffectFirst) && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
 		r.turnedUp(r.primary)
 	}
 }
@@ -86,7 +86,7 @@ func (r *run) turnedUp(id string) {
 	r.primary = id
 	r.st.Reason = fmt.Sprintf("message %s of the event turned up after the run had ended %s (%s): the SMS was sent after all", id, r.st.State, r.st.Reason)
 	r.st.State = contract.Accepted
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		r.st.State = contract.Unconfirmed // closed, delivery not followed
 		r.st.OutcomeUnknown = false
 	}
@@ -143,7 +143,7 @@ func (r *run) settleKnown() {
 		if r.st.State == contract.Cancelled || r.st.State == contract.Failed {
 			r.mayHaveSent(r.reconcileFailed || r.unsearchable)
 		}
-		if r.ledgerMessages() && !r.recheckAt.IsZero() && (r.reconcileFailed || r.unsearchable) && len(r.live) > 0 && !r.st.PossibleDuplicate {
+		if r.since(versionLedgerMessages) && !r.recheckAt.IsZero() && (r.reconcileFailed || r.unsearchable) && len(r.live) > 0 && !r.st.PossibleDuplicate {
 			// The late look was owed and could not be made: an attempt
 			// without a certain answer may have sent a message beside the
 			// ones the run knows (Bird stores no 5xx answer, and its lock
@@ -190,7 +190,7 @@ func (r *run) mayHaveSent(unresolved bool) {
 	r.st.OutcomeUnknown = true
 	r.st.Reason += "; the outcome is unknown: an attempt ended without a certain answer and no search of the provider's records could tell whether it sent the SMS, so one may have gone out"
 	r.note("outcome unknown: an SMS of the event may have gone out (no search could rule it out)")
-	if !r.ledgerMessages() || r.st.PossibleDuplicate {
+	if !r.since(versionLedgerMessages) || r.st.PossibleDuplicate {
 		return
 	}
 	// Each uncertain attempt may have sent its own message (Bird stores
@@ -230,7 +230,7 @@ func (r *run) findings() []string {
 // event, which another run of the workflow recorded (runs since
 // versionLedgerMessages).
 func (r *run) takeRecord(ids, findings []string) {
-	if !r.ledgerMessages() {
+	if !r.since(versionLedgerMessages) {
 		return
 	}
 	var added []string
@@ -283,7 +283,7 @@ func (r *run) countSettled() {
 // the run does not know, and ok is false with those keys in out.
 func (r *run) settleChecked(check bool) (out activities.SettleOutput, ok bool) {
 	in := activities.SettleInput{Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID}
-	if r.ledgerMessages() {
+	if r.since(versionLedgerMessages) {
 		in.MessageIDs, in.Findings = r.st.MessageIDs, r.findings()
 	}
 	if check {
@@ -320,7 +320,7 @@ func (r *run) settled(out activities.SettleOutput, err error) {
 			was, r.st.Reason, errorMessage(err))
 		r.note("%s", r.st.Reason)
 		r.upsertSearch()
-	case out.Outcome != string(r.st.State) && r.ledgerMessages() && out.Outcome != "":
+	case out.Outcome != string(r.st.State) && r.since(versionLedgerMessages) && out.Outcome != "":
 		// Another run of the workflow (the one a reset replaced) settled
 		// the event first, with an outcome that knows at least as much of
 		// a message that went out as this run's (a lesser one this settle

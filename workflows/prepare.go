@@ -55,7 +55,7 @@ func (r *run) prepare() (ended bool) {
 	if !out.Created {
 		r.note("the event was claimed by an earlier run that did not settle it; continuing with its key")
 	}
-	if r.fixed() {
+	if r.since(versionNoSilentDuplicates) {
 		r.policy = r.policy.WithDefaults()
 		r.firstPolicy = r.policy
 		r.uncertainSince(out.LastUncertainAt)
@@ -69,7 +69,7 @@ func (r *run) prepare() (ended bool) {
 // the run does not know to its messages, each at the provider its key
 // names (runs since versionLedgerMessages).
 func (r *run) learnMessages(ms []activities.SentMessage) {
-	if !r.ledgerMessages() {
+	if !r.since(versionLedgerMessages) {
 		return
 	}
 	for _, m := range ms {
@@ -85,7 +85,7 @@ func (r *run) learnMessages(ms []activities.SentMessage) {
 // settled: every key and message of its attempts, and what the settling
 // runs recorded (runs since versionLedgerMessages).
 func (r *run) learnSettled(out activities.PrepareOutput) {
-	if !r.ledgerMessages() {
+	if !r.since(versionLedgerMessages) {
 		return
 	}
 	r.learnKeys(out.SendKeys)
@@ -108,7 +108,7 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	if len(used) == 0 {
 		return false
 	}
-	if !r.nothingForgotten() || r.eventStart.IsZero() || used[0].FirstAttemptAt.Before(r.eventStart) {
+	if !r.since(versionNothingForgotten) || r.eventStart.IsZero() || used[0].FirstAttemptAt.Before(r.eventStart) {
 		r.eventStart = used[0].FirstAttemptAt
 	}
 	r.learnKeys(used)
@@ -125,7 +125,7 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 		err = r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
 			EventKey: r.in.Key, SendKey: last.Key, Provider: p, To: r.req.To, From: r.req.From, Text: r.req.Text,
 		}, &req)
-		if r.nothingForgotten() {
+		if r.since(versionNothingForgotten) {
 			r.policy = r.firstPolicy // back at the first provider: its window
 		}
 	} else {
@@ -140,14 +140,14 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 		return true
 	}
 	r.req, r.sendStart = req, last.FirstAttemptAt
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		r.leaveOthers(p)
 		// The message the run followed was another key's.
 		r.primary, r.lastSend, r.deliveryFailed = "", "", false
 	}
 	r.st.Provider = p
 	r.st.CurrentKey = last.Key
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		r.upsertSearch() // the provider may have changed
 	}
 	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
@@ -345,7 +345,7 @@ func planOptions() workflow.ActivityOptions {
 // another ledger), the step runs as an activity under opts, retried as
 // long as before and open to every worker of the queue.
 func (r *run) ledgerStep(name string, opts workflow.ActivityOptions, fn, arg, out any) error {
-	if r.v >= versionLeanHistory {
+	if r.since(versionLeanHistory) {
 		lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: localStepBudget,
 			StartToCloseTimeout:    localStepBudget,

@@ -24,7 +24,7 @@ func (r *run) reconcile() (contract.State, bool) {
 	if err != nil {
 		r.reconcileFailed = true
 		r.st.Reason = "the outcome is unknown: the provider's records could not be searched (" + errorMessage(err) + ")"
-		if r.fixed() {
+		if r.since(versionNoSilentDuplicates) {
 			r.st.Reason += fmt.Sprintf("; the run searches again every %s, and a resend waits for a search that succeeds unless forced", r.policy.ReconcileRetry)
 		}
 		r.note("%s", r.st.Reason)
@@ -36,7 +36,7 @@ func (r *run) reconcile() (contract.State, bool) {
 		return contract.Accepted, false
 	}
 	r.explainNotFound(out)
-	if r.v >= versionFailover && r.in.Fallback != "" && sameProvider(r.st.Provider, r.in.Provider) {
+	if r.since(versionFailover) && r.in.Fallback != "" && sameProvider(r.st.Provider, r.in.Provider) {
 		return r.failover(out), false
 	}
 	return contract.AwaitingDecision, false
@@ -44,11 +44,11 @@ func (r *run) reconcile() (contract.State, bool) {
 
 // searched records what a search that succeeded says about searching.
 func (r *run) searched(out activities.ReconcileOutput) {
-	if !r.fixed() {
+	if !r.since(versionNoSilentDuplicates) {
 		return
 	}
 	r.reconcileFailed, r.unsearchable = false, !out.Searched
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		// Nothing to find where nothing can have been sent; a message of
 		// ours the provider cannot find is one whose fate is unknown.
 		r.unsearchable = cannotSpeak(out)
@@ -75,11 +75,11 @@ func cannotSpeak(out activities.ReconcileOutput) bool {
 // explainNotFound sets the reason of a run that found no live message.
 func (r *run) explainNotFound(out activities.ReconcileOutput) {
 	switch {
-	case r.nothingForgotten() && len(out.Vanished) > 0:
+	case r.since(versionNothingForgotten) && len(out.Vanished) > 0:
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s accepted message %s of the event but can no longer find it, so whether it went out cannot be told", r.st.Provider, strings.Join(out.Vanished, ", "))
 	case len(out.Messages) > 0:
 		r.st.Reason = fmt.Sprintf("the message failed (%s): a resend is a new message under a new key", r.st.DeliveryStatus)
-	case r.nothingForgotten() && !out.Searched && out.NotSent:
+	case r.since(versionNothingForgotten) && !out.Searched && out.NotSent:
 		r.st.Reason = fmt.Sprintf("not sent: no attempt under %s can have reached %s (none began, or each was answered without being executed)", strings.Join(r.provKeys(), ", "), r.st.Provider)
 	case out.Searched:
 		r.st.Reason = fmt.Sprintf("not found: no message under %s in our ledger or in %s's records", strings.Join(r.provKeys(), ", "), r.st.Provider)
@@ -124,7 +124,7 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 			r.note("proven duplicate send: %d accepted message ids for key %s (%s); the key could not prevent it (the provider did not store its answer, or its lock expired mid-send)", n, k, strings.Join(r.st.MessageIDs, ", "))
 		}
 	}
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		for _, m := range out.Messages {
 			r.seen(m.ID, m.Status)
 		}
@@ -184,12 +184,12 @@ func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 	out, err := r.lookup(keys)
 	if err != nil {
 		r.note("could not search %s's records for a second message: %s", r.st.Provider, errorMessage(err))
-		if r.nothingForgotten() {
+		if r.since(versionNothingForgotten) {
 			r.reconcileFailed = true // the look is owed: the result says so if it stays so
 		}
 		return false, false
 	}
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		r.searched(out)
 	}
 	alive = r.adopt(out)
@@ -208,11 +208,11 @@ func (r *run) recheck(why string) (alive bool) {
 
 // recheckPending reports a late look that is still due.
 func (r *run) recheckPending() bool {
-	return r.fixed() && !r.recheckAt.IsZero() && !r.rechecked
+	return r.since(versionNoSilentDuplicates) && !r.recheckAt.IsZero() && !r.rechecked
 }
 
 func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		return r.lookupAt(r.st.Provider, keys)
 	}
 	opts := r.onQueue(workflow.ActivityOptions{
@@ -220,7 +220,7 @@ func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
 		ScheduleToCloseTimeout: r.policy.ReconcileBudget,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	}, contract.PurposeLookup)
-	if r.v >= versionProviderQueues {
+	if r.since(versionProviderQueues) {
 		// Ahead of the status lookups that share the lookup queue's
 		// budget: a search decides whether anything is sent again, and its
 		// budget runs while it waits.

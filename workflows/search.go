@@ -18,7 +18,7 @@ func (r *run) setState(s contract.State) {
 }
 
 func (r *run) upsertSearch() {
-	if r.v >= versionLeanHistory && r.searchUpToDate() {
+	if r.since(versionLeanHistory) && r.searchUpToDate() {
 		return
 	}
 	_ = workflow.UpsertTypedSearchAttributes(r.ctx,

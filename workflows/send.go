@@ -1,8 +1,10 @@
 // Package workflows holds SendSMS, the workflow of one business event's
 // SMS, one concept per file: the run and its loop (send.go), the handlers of
 // decisions (decisions.go), its steps (prepare.go, sending.go,
-// reconcile.go, track.go, finish.go), its search attributes (search.go),
-// the details the UI shows (details.go) and error helpers (errors.go).
+// reconcile.go, track.go, finish.go), the move to another provider
+// (failover.go), its search attributes (search.go), the details the UI
+// shows (details.go), error helpers (errors.go) and the versions of its
+// code that runs in flight replay (versions.go).
 // Its names and payload types are in package contract.
 package workflows
 
@@ -121,21 +123,15 @@ type run struct {
 	observed map[string]bool
 }
 
-// fixed reports whether the run follows versionNoSilentDuplicates.
-func (r *run) fixed() bool { return r.v >= versionNoSilentDuplicates }
-
-// nothingForgotten reports whether the run follows
-// versionNothingForgotten.
-func (r *run) nothingForgotten() bool { return r.v >= versionNothingForgotten }
-
-// ledgerMessages reports whether the run follows versionLedgerMessages.
-func (r *run) ledgerMessages() bool { return r.v >= versionLedgerMessages }
+// since reports whether the run follows version v of SendSMS: it started
+// on a worker that had v (versions.go), so the branch of v is its code.
+func (r *run) since(v workflow.Version) bool { return r.v >= v }
 
 // onQueue puts the provider's activities of one purpose on the
 // provider's own task queue beside the run's (runs since
 // versionProviderQueues); earlier runs keep them on the run's queue.
 func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.ActivityOptions {
-	if r.v >= versionProviderQueues {
+	if r.since(versionProviderQueues) {
 		// The provider's name as Prepare made it canonical ("Sendy " is
 		// sendy): the workers poll the queues of the canonical names.
 		name := string(r.req.Provider)

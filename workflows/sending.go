@@ -34,7 +34,7 @@ func (r *run) send() (contract.State, bool) {
 		return contract.Reconciling, false
 	}
 	r.note("sending with key %s (retries until %s)", r.req.Key, now.Add(remaining).Format(time.RFC3339))
-	if !r.fixed() {
+	if !r.since(versionNoSilentDuplicates) {
 		return r.sent(r.sendAttempts(remaining, int32(remaining/r.policy.InitialBackoff)+1, false))
 	}
 	lastAt := deadline.Add(-r.policy.LastAttemptLead())
@@ -82,7 +82,7 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (
 		},
 	}, contract.PurposeSend))
 	after := last
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		// A run may send a key again in a new activity (its send never
 		// left the queue, or its window turned out to be open): that
 		// activity's attempts restart at 1, and their rows must come after
@@ -122,14 +122,14 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		r.addMessage(res.MessageID)
 		r.primary = res.MessageID
 		r.st.DeliveryStatus = string(res.Status)
-		if r.nothingForgotten() {
+		if r.since(versionNothingForgotten) {
 			r.addMessageAt(res.MessageID, r.st.Provider)
 			r.seen(res.MessageID, res.Status)
 		}
 		if out.Uncertain {
 			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.req.Key)
 			byKey, _ := r.lookForDuplicates([]string{r.req.Key})
-			if r.fixed() {
+			if r.since(versionNoSilentDuplicates) {
 				r.uncertainSince(out.UncertainSince)
 				if !byKey && res.Outcome == provider.Accepted {
 					r.possibleDuplicate(fmt.Sprintf("%s answered attempt %d with a new message (not a replay) after an attempt of %s without a certain answer; had that attempt taken effect without %s storing its answer, the phone got two messages, and %s cannot be searched by key to tell",
@@ -147,20 +147,20 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		case activities.ErrRejected, activities.ErrKeyConflict, activities.ErrInvalidRequest:
 			r.st.Reason = appErr.Message()
 			r.note("rejected, not retried: %s", appErr.Message())
-			if r.nothingForgotten() {
+			if r.since(versionNothingForgotten) {
 				return r.rejected(appErr.Message()), false
 			}
 			return contract.Failed, false
 		case activities.ErrWindowClosed:
 			r.note("%s", appErr.Message())
-			if r.nothingForgotten() {
+			if r.since(versionNothingForgotten) {
 				// The ledger's clock closed the window: no further send,
 				// but its uncertain attempts still arm the late look.
 				r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
 			}
 			return contract.Reconciling, false
 		case activities.ErrFenced:
-			if r.nothingForgotten() {
+			if r.since(versionNothingForgotten) {
 				// What this run's own attempts left uncertain stands.
 				r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
 				return r.takeOver(appErr.Message()), false
@@ -174,7 +174,7 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		}
 	}
 	r.lastSend = errorMessage(err)
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		return r.unsettled(), false
 	}
 	if windowRanOut(err) {
@@ -243,7 +243,7 @@ func (r *run) rejected(reason string) contract.State {
 	r.uncertainSince(rec.LastUncertainAt)
 	r.learnMessages(rec.Messages)
 	held := 0 // ids the ledger holds whose status the run never saw
-	if r.ledgerMessages() && len(r.live) == 0 {
+	if r.since(versionLedgerMessages) && len(r.live) == 0 {
 		for _, m := range rec.Messages {
 			if !r.observed[m.ID] {
 				held++

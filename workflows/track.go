@@ -24,7 +24,7 @@ func (r *run) track() (contract.State, bool) {
 	}, contract.PurposeLookup))
 	limit := workflow.Now(r.ctx).Add(r.policy.TrackingLimit)
 	interval := r.policy.StatusPollInitial
-	if r.nothingForgotten() {
+	if r.since(versionNothingForgotten) {
 		// The answer that accepted the message (a replay carries the
 		// message's status) or the search that found it may already
 		// say how it ended.
@@ -37,7 +37,7 @@ func (r *run) track() (contract.State, bool) {
 		if left <= 0 {
 			r.st.Reason = fmt.Sprintf("accepted as message %s; delivery not confirmed within %s (last status %s)", id, r.policy.TrackingLimit, r.st.DeliveryStatus)
 			r.note("%s", r.st.Reason)
-			if r.nothingForgotten() {
+			if r.since(versionNothingForgotten) {
 				// Its own state: a closed run, unlike Accepted, which an
 				// open run has while it tracks delivery.
 				return contract.Unconfirmed, false
@@ -55,7 +55,7 @@ func (r *run) track() (contract.State, bool) {
 		interval = min(2*interval, r.policy.StatusPollMax)
 		var m provider.Message
 		var err error
-		if r.v >= versionLeanHistory {
+		if r.since(versionLeanHistory) {
 			if limit.Sub(workflow.Now(r.ctx)) < time.Second {
 				continue // the limit is reached: the loop's start ends the run
 			}
@@ -89,7 +89,7 @@ func (r *run) finalStatus(id string, s provider.Status) (contract.State, bool) {
 		return contract.Delivered, true
 	case s.Failed():
 		r.deliveryFailed = true
-		if r.nothingForgotten() {
+		if r.since(versionNothingForgotten) {
 			r.seen(id, s)
 		}
 		r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, s)

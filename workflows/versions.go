@@ -84,6 +84,19 @@ const (
 	versionBoundDecisions workflow.Version = 8
 	// latestVersion is what new runs follow.
 	latestVersion = versionBoundDecisions
+
+	// minSupportedVersion is the oldest version a run of which may still
+	// exist. Retiring version N (raising this to N+1) is allowed once
+	// every run that started before version N+1 reached every worker has
+	// closed and left retention: N+1's deploy, plus the longest a run
+	// lives (the replay windows, the decision deadline of 72 h, the
+	// tracking limit of 24 h, and the reconciliation retries between
+	// them), plus the namespace's retention (30 days), since a query of a
+	// closed run replays it. Then, in one change: raise this constant,
+	// delete every since(vK) branch with K <= N as always true (the code
+	// of vK and older goes), and delete the histories of those versions
+	// from testdata. TestVersionsRetireWholly fails on any of them left.
+	minSupportedVersion = workflow.DefaultVersion
 )
 
 // VersionChange and LatestVersion name SendSMS's versioning for code

@@ -1,0 +1,117 @@
+package workflows
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/workflow"
+)
+
+// TestVersionsRetireWholly holds versions.go's rule: every version from
+// the supported minimum to the latest has recorded histories, and none
+// below the minimum keeps a branch (a since() that is always true) or a
+// history. It reads the package's source, so a branch written another
+// way (r.v >= …) fails too.
+func TestVersionsRetireWholly(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	declared := map[string]workflow.Version{}
+	used := map[string][]string{} // version constant -> where since() names it
+	getVersionMin := ""
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				return n.Name.Name != "since" // the one place that compares
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					if lit, ok := valueAt(n, i).(*ast.BasicLit); ok && strings.HasPrefix(name.Name, "version") {
+						v, err := strconv.Atoi(lit.Value)
+						require.NoError(t, err)
+						declared[name.Name] = workflow.Version(v)
+					}
+				}
+			case *ast.CallExpr:
+				sel, ok := n.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				switch sel.Sel.Name {
+				case "since":
+					require.Len(t, n.Args, 1)
+					id, ok := n.Args[0].(*ast.Ident)
+					require.True(t, ok, "%s: since() takes a version constant", fset.Position(n.Pos()))
+					used[id.Name] = append(used[id.Name], fset.Position(n.Pos()).String())
+				case "GetVersion":
+					require.Len(t, n.Args, 4)
+					if id, ok := n.Args[2].(*ast.Ident); ok {
+						getVersionMin = id.Name
+					} else if s, ok := n.Args[2].(*ast.SelectorExpr); ok {
+						getVersionMin = s.Sel.Name
+					}
+				}
+			case *ast.BinaryExpr:
+				if sel, ok := n.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "v" {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "r" && n.Op != token.ASSIGN {
+						t.Errorf("%s: compare versions with r.since(version…), which this test can follow", fset.Position(n.Pos()))
+					}
+				}
+			}
+			return true
+		})
+	}
+	require.Equal(t, "minSupportedVersion", getVersionMin, "GetVersion's minimum is minSupportedVersion")
+	require.NotEmpty(t, declared)
+	for name := range used {
+		_, ok := declared[name]
+		require.True(t, ok, "since(%s): not a version of versions.go", name)
+	}
+
+	histories, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	require.NoError(t, err)
+	byVersion := map[workflow.Version][]string{}
+	prefix := regexp.MustCompile(`^v(\d+)-`)
+	for _, h := range histories {
+		v := workflow.DefaultVersion // recorded before the first change
+		if m := prefix.FindStringSubmatch(filepath.Base(h)); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			v = workflow.Version(n)
+		}
+		byVersion[v] = append(byVersion[v], filepath.Base(h))
+	}
+
+	for v, hs := range byVersion {
+		require.GreaterOrEqual(t, v, minSupportedVersion, "histories of version %d, below the supported minimum %d, must go: %v", v, minSupportedVersion, hs)
+		require.LessOrEqual(t, v, latestVersion, "histories of version %d, past the latest %d: %v", v, latestVersion, hs)
+	}
+	for name, v := range declared {
+		if v <= minSupportedVersion {
+			require.Empty(t, used[name], "%s (%d) is at or below the supported minimum %d: its since() is always true; delete the branch", name, v, minSupportedVersion)
+			continue
+		}
+		require.NotEmpty(t, byVersion[v], "%s (%d) has no recorded history in testdata: record one (SMSORCH_RECORD_HISTORY=1 go test ./integration -run TestRecordHistories)", name, v)
+	}
+	if minSupportedVersion == workflow.DefaultVersion {
+		require.NotEmpty(t, byVersion[workflow.DefaultVersion], "runs from before the first change are supported: keep their histories")
+	}
+}
+
+func valueAt(s *ast.ValueSpec, i int) ast.Expr {
+	if i < len(s.Values) {
+		return s.Values[i]
+	}
+	return nil
+}
