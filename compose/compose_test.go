@@ -87,10 +87,10 @@ func TestComposeRunsTheTemporalThatCITests(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(df), "-o /out/smsorch-temporal ./worker")
 	require.Regexp(t, `(?m)^RUN .*-tags nodevstack -o /out/worker ./worker$`, string(df), "the worker the stack runs has no embedded server")
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	ops, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
 	require.NoError(t, err)
-	require.True(t, strings.Contains(string(readme), "server "+server), "the README names the server version %s", server)
-	require.True(t, strings.Contains(string(readme), "UI "+ui), "the README names the UI version %s", ui)
+	require.True(t, strings.Contains(string(ops), "server "+server), "docs/operations.md, where Compose is explained, names the server version %s", server)
+	require.True(t, strings.Contains(string(ops), "UI "+ui), "docs/operations.md names the UI version %s", ui)
 }
 
 // The image: the Go that CI runs, a current distroless base without a

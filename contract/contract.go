@@ -1,8 +1,7 @@
+// Package contract is the contract of the send workflow: names and types
+// that the worker, the starter, the CLI, the HTTP intake and people typing
+// into the Temporal UI or CLI all share.
 package contract
-
-// The contract of the send workflow: names and types that the worker, the
-// starter, the CLI, the HTTP intake and people typing into the Temporal UI
-// or CLI all share.
 
 import (
 	"encoding/json"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -52,4 +53,30 @@ func ExampleStarter_Decide() {
 		log.Fatal(err) // e.g. "refused: the run is Accepted, not awaiting a decision"
 	}
 	fmt.Println(ack.Message)
+}
+
+// Check an event without a Temporal client: what Send checks before it
+// starts anything. The key comes from the business event; the text's
+// encoding and segments are what the network will carry.
+func ExampleValidate() {
+	plan, err := starter.Validate(starter.Event{
+		Kind: "order", ID: "58213", Stage: "shipped",
+		To: "+31 6 1234 5678", Text: "Order 58213 has shipped.", Provider: "bird",
+	}, time.Now())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(plan.Key, plan.Input.To, plan.Text.Encoding, plan.Text.Segments)
+
+	_, err = starter.Validate(starter.Event{
+		Kind: "order", ID: "58213", Stage: "shipped",
+		To: "0612345678", Text: "Order 58213 has shipped.", Provider: "bird",
+	}, time.Now())
+	var invalid *starter.InvalidError
+	if errors.As(err, &invalid) {
+		fmt.Println("fix", invalid.Field)
+	}
+	// Output:
+	// order-58213-shipped +31612345678 GSM-7 1
+	// fix to
 }

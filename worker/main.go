@@ -4,7 +4,7 @@
 //	go run ./worker         # against a Temporal cluster (TEMPORAL_ADDRESS, ...) and real providers
 //	worker healthcheck URL  # exit 0 when URL (a /healthz or /readyz) answers 2xx
 //
-// See README.md and app.Config for every setting.
+// See README.md, docs/operations.md and app.Config for every setting.
 package main
 
 import (

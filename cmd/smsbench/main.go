@@ -1,6 +1,6 @@
 // Command smsbench measures the orchestrator beside bare Temporal and a
 // plain HTTP loop, on this machine, in one run (see the bench package
-// and the README's "Performance").
+// and docs/performance.md).
 package main
 
 import (
