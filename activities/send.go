@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/acme/smsorch/internal/metrics/name"
 	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/metrics/name"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/sms"
 )

@@ -9,9 +9,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 )
 
 // slowLedger answers like the ledger, after a delay on its clock read: a

@@ -41,15 +41,15 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/acme/smsorch/activities"
-	"github.com/acme/smsorch/cli"
+	"github.com/acme/smsorch/cmd/smsctl/cli"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/intake"
+	"github.com/acme/smsorch/internal/devstack"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
 )
 

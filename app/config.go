@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/devstack/defaults"
+	"github.com/acme/smsorch/internal/devstack/defaults"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/secrets"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 )
 
 // Environment variables that hold secrets; they are never flags, so they

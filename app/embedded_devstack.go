@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/internal/devstack"
 )
 
 // embeddedBuilt says this binary holds the embedded server and web UI.

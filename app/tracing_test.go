@@ -19,12 +19,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
 )
 

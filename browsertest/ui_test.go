@@ -21,10 +21,10 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"go.temporal.io/sdk/converter"
 
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/logging"
 )
 
 // EnvToken holds the codec server's bearer token.

@@ -22,7 +22,7 @@ import (
 
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/internal/devstack"
 	"github.com/acme/smsorch/ledger"
 )
 
@@ -120,7 +120,7 @@ func TestTheProductionWorkerHasNoEmbeddedTemporal(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		require.False(t, strings.HasPrefix(dep, "go.temporal.io/server"), "the production worker links %s", dep)
 		require.False(t, strings.HasPrefix(dep, "github.com/temporalio/ui-server"), "the production worker links %s", dep)
-		require.NotEqual(t, "github.com/acme/smsorch/devstack", dep)
+		require.NotEqual(t, "github.com/acme/smsorch/internal/devstack", dep)
 	}
 	full, err := exec.Command("go", "list", "-deps", "../worker").Output()
 	require.NoError(t, err)

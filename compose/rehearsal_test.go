@@ -44,11 +44,11 @@ import (
 
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/devstack"
 	"github.com/acme/smsorch/intake"
+	"github.com/acme/smsorch/internal/devstack"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/pgtest"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/sms"
 )
 

@@ -46,8 +46,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/tracing"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/sms"
 	"github.com/acme/smsorch/starter"
 )

@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/starter"
 )
 

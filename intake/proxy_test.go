@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/starter"
 )
 

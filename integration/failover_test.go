@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/acme/smsorch/cli"
+	"github.com/acme/smsorch/cmd/smsctl/cli"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 )
 

@@ -22,10 +22,10 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/sms"
 )
 

@@ -12,9 +12,9 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 )
 
 // history reads a run's events.

@@ -13,10 +13,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 )
 
 var both = []provider.Name{provider.Bird, provider.Sendy}

@@ -16,10 +16,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
 	"github.com/acme/smsorch/provider/sendy"
-	"github.com/acme/smsorch/simulator"
 )
 
 const (

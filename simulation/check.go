@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/workflows"
 )
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/simulator"
 )
 
 // Scenario is one event's lifetime as a seed decides it: the event, the

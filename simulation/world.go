@@ -17,12 +17,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/acme/smsorch/activities"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
 	"github.com/acme/smsorch/provider/sendy"
-	"github.com/acme/smsorch/simulator"
 )
 
 // world is everything outside the workflow that one event's lifetime

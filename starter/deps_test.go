@@ -23,7 +23,9 @@ func TestStarterLinksNoWorkerInternals(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/acme/smsorch/"
 	forbidden := []string{mod + "ledger", mod + "activities", mod + "workflows", mod + "reconcile",
-		mod + "devstack", mod + "simulator", mod + "logging", "sqlite", "pgx", "go.temporal.io/server", "go.uber.org/zap"}
+		mod + "internal/devstack", mod + "internal/devmode", mod + "internal/logging", mod + "internal/metrics",
+		mod + "internal/clientopts", mod + "internal/tracing", mod + "cmd/", mod + "app",
+		"sqlite", "pgx", "go.temporal.io/server", "go.uber.org/zap", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"}
 	for _, d := range deps(t, mod+"starter") {
 		for _, f := range forbidden {
 			require.False(t, strings.HasPrefix(d, f) || (!strings.Contains(f, "/") && strings.Contains(d, f)),

@@ -11,8 +11,8 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/internal/metrics/name"
 	"github.com/acme/smsorch/keys"
-	"github.com/acme/smsorch/metrics/name"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/sms"
 )

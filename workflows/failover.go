@@ -10,9 +10,9 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/internal/metrics/name"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/metrics/name"
 )
 
 // Failover reasons, as metrics and the timeline name them.

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/logging"
 )
 
 // TestReplayRecordedHistories replays histories recorded from real runs

@@ -22,8 +22,8 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/metrics/name"
+	"github.com/acme/smsorch/internal/metrics/name"
 	"github.com/acme/smsorch/provider"
 )
 

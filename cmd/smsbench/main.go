@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/acme/smsorch/bench"
+	"github.com/acme/smsorch/cmd/smsbench/bench"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/acme/smsorch/cli"
+	"github.com/acme/smsorch/cmd/smsctl/cli"
 	"github.com/acme/smsorch/internal/tracing"
 )
 

@@ -16,7 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/acme/smsorch/drill"
+	"github.com/acme/smsorch/cmd/smsdrill/drill"
 )
 
 func main() {

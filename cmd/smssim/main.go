@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/acme/smsorch/logging"
-	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
+	"github.com/acme/smsorch/internal/logging"
 )
 
 func main() {

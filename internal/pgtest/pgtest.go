@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/logging"
 )
 
 // EnvDSN names the server the tests use.

@@ -25,8 +25,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/acme/smsorch/devstack"
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/devstack"
+	"github.com/acme/smsorch/internal/logging"
 )
 
 // Binaries are the programs run as separate processes: the production

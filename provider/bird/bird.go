@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/internal/wire"
 	"github.com/acme/smsorch/sms"

@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/internal/wire"
 	"github.com/acme/smsorch/sms"

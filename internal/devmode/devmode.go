@@ -10,10 +10,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/provider/bird"
 	"github.com/acme/smsorch/provider/sendy"
-	"github.com/acme/smsorch/simulator"
 )
 
 // StartSimulator starts the simulator of both providers' APIs on addr,

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
-	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
 )
 

@@ -10,10 +10,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
-	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
 )
 

@@ -32,8 +32,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/acme/smsorch/devstack/defaults"
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/devstack/defaults"
+	"github.com/acme/smsorch/internal/logging"
 )
 
 // Defaults, chosen to match the Temporal CLI's dev server so its habits and

@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 
-	"github.com/acme/smsorch/metrics/name"
+	"github.com/acme/smsorch/internal/metrics/name"
 	"github.com/acme/smsorch/provider"
 )
 

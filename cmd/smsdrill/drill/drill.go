@@ -30,19 +30,19 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/acme/smsorch/audit"
-	"github.com/acme/smsorch/clientopts"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/devmode"
+	"github.com/acme/smsorch/internal/clientopts"
+	"github.com/acme/smsorch/internal/devmode"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/pgdb"
 	"github.com/acme/smsorch/internal/procs"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
 	"github.com/acme/smsorch/provider/sendy"
-	"github.com/acme/smsorch/simulator"
 	"github.com/acme/smsorch/starter"
 )
 

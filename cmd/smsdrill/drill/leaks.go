@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/acme/smsorch/cli"
+	"github.com/acme/smsorch/cmd/smsctl/cli"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/ledger"
 )

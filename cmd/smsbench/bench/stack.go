@@ -13,12 +13,12 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/acme/smsorch/app"
-	"github.com/acme/smsorch/clientopts"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/internal/clientopts"
 	"github.com/acme/smsorch/internal/pgdb"
 	"github.com/acme/smsorch/internal/procs"
-	"github.com/acme/smsorch/simulator"
 )
 
 // stack is one backend's processes: the Temporal server and the

@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/server/tools/common/schema"
 	sqltool "go.temporal.io/server/tools/sql"
 
-	"github.com/acme/smsorch/devstack/defaults"
-	"github.com/acme/smsorch/logging"
+	"github.com/acme/smsorch/internal/devstack/defaults"
+	"github.com/acme/smsorch/internal/logging"
 )
 
 // PostgresHistoryShards is the number of history shards of a Temporal

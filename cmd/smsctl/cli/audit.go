@@ -12,9 +12,9 @@ import (
 
 	"github.com/acme/smsorch/audit"
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/devmode"
+	"github.com/acme/smsorch/internal/devmode"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
 	"github.com/acme/smsorch/provider/sendy"

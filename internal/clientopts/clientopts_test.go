@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/frontends"
+	"github.com/acme/smsorch/internal/frontends"
 )
 
 type env map[string]string

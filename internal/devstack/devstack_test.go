@@ -25,8 +25,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/pgtest"
-	"github.com/acme/smsorch/logging"
 )
 
 var testAttributes = map[string]enumspb.IndexedValueType{

@@ -17,13 +17,13 @@ import (
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/devstack"
+	"github.com/acme/smsorch/internal/devstack"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/pgdb"
 	"github.com/acme/smsorch/internal/pki"
 	"github.com/acme/smsorch/internal/procs"
-	"github.com/acme/smsorch/logging"
-	"github.com/acme/smsorch/simulator"
 )
 
 // topology is the drill's processes: one dev worker (Temporal inside),

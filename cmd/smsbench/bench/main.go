@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 
 	"github.com/acme/smsorch/app"
-	"github.com/acme/smsorch/clientopts"
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/internal/clientopts"
 	"github.com/acme/smsorch/internal/procs"
 )
 

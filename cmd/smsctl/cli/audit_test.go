@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/simulator"
 )
 
 // The ledger keeps the recipient and the text sealed; `smsctl audit`

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/procs"
-	"github.com/acme/smsorch/logging"
 	"github.com/acme/smsorch/starter"
 )
 

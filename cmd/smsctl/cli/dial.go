@@ -7,8 +7,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/acme/smsorch/clientopts"
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/internal/clientopts"
 	"github.com/acme/smsorch/starter"
 )
 

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/acme/smsorch/simulator"
+	"github.com/acme/smsorch/cmd/smssim/simulator"
 )
 
 // resetRun resets the event's current run as an operator does from the

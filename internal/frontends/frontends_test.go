@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/acme/smsorch/frontends"
+	"github.com/acme/smsorch/internal/frontends"
 )
 
 func TestParse(t *testing.T) {

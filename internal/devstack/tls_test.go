@@ -20,8 +20,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/pki"
-	"github.com/acme/smsorch/logging"
 )
 
 // With mutual TLS the server answers only clients that present a

@@ -14,9 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/frontends"
+	"github.com/acme/smsorch/internal/frontends"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/tracing"
-	"github.com/acme/smsorch/logging"
 )
 
 // Settings say how a program reaches Temporal.
