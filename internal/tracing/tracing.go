@@ -100,9 +100,13 @@ func Transport(base http.RoundTripper, providerName string) http.RoundTripper {
 // TemporalInterceptor is the SDK's OpenTelemetry interceptor: a client's
 // starts, signals and updates become spans whose context travels in the
 // Temporal header to the workflow and its activities. It uses the global
-// tracer provider, which Setup sets.
+// tracer provider, which Setup sets. A trace header the worker cannot
+// read (sealed under a key it does not hold, so its refusing codec marked
+// it) only loses the parent span: it must not fail the workflow task,
+// which would leave the run stuck instead of refusing the decision in its
+// timeline.
 func TemporalInterceptor() (interceptor.Interceptor, error) {
-	return temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{})
+	return temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{AllowInvalidParentSpans: true})
 }
 
 // Settings are the standard OpenTelemetry variables Setup reads.
