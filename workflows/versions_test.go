@@ -64,9 +64,11 @@ func TestVersionsRetireWholly(t *testing.T) {
 					}
 				}
 			case *ast.BinaryExpr:
-				if sel, ok := n.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "v" {
-					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "r" && n.Op != token.ASSIGN {
-						t.Errorf("%s: compare versions with r.since(version…), which this test can follow", fset.Position(n.Pos()))
+				for _, side := range []ast.Expr{n.X, n.Y} { // r.v >= x and x <= r.v alike
+					if sel, ok := side.(*ast.SelectorExpr); ok && sel.Sel.Name == "v" {
+						if x, ok := sel.X.(*ast.Ident); ok && x.Name == "r" {
+							t.Errorf("%s: compare versions with r.since(version…), which this test can follow", fset.Position(n.Pos()))
+						}
 					}
 				}
 			}
@@ -100,7 +102,9 @@ func TestVersionsRetireWholly(t *testing.T) {
 	for name, v := range declared {
 		if v <= minSupportedVersion {
 			require.Empty(t, used[name], "%s (%d) is at or below the supported minimum %d: its since() is always true; delete the branch", name, v, minSupportedVersion)
-			continue
+		}
+		if v < minSupportedVersion {
+			continue // retired: its histories must be gone (above)
 		}
 		require.NotEmpty(t, byVersion[v], "%s (%d) has no recorded history in testdata: record one (SMSORCH_RECORD_HISTORY=1 go test ./integration -run TestRecordHistories)", name, v)
 	}
