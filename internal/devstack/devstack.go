@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	uiserver "github.com/temporalio/ui-server/v2/server"
@@ -216,6 +217,7 @@ type Stack struct {
 	clientTLS *tls.Config
 	tlsName   string
 	stopOnce  sync.Once
+	stopping  atomic.Bool // the server's warnings are dropped from here on
 	stopErr   error
 }
 
@@ -325,6 +327,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 // Stop shuts the UI and the server down. It is safe to call more than once.
 func (s *Stack) Stop() error {
 	s.stopOnce.Do(func() {
+		s.stopping.Store(true)
 		if s.ui != nil {
 			s.ui.Stop()
 			if s.uiDone != nil {

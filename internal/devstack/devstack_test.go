@@ -22,7 +22,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/logging"
@@ -260,4 +262,25 @@ func TestServersStartingTogetherOnANewDatabaseAllStart(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
+}
+
+// TestStoppingPrintsNoWarningBurst: Ctrl+C on the dev stack printed a
+// burst of the server's own warnings ("network dial error", "Failed to
+// poll for task") as its services stopped one after another.
+func TestStoppingPrintsNoWarningBurst(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.InfoLevel)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Config{FrontendAddress: "127.0.0.1:0", UIAddress: UIOff, DataDir: t.TempDir(),
+		SearchAttributes: testAttributes, Logger: zap.New(core), ServerLogLevel: "info"})
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second) // the server's system workers poll
+	before := logs.Len()
+	require.Positive(t, before, "the server logs while it runs")
+	require.NoError(t, s.Stop())
+	time.Sleep(time.Second)
+	for _, e := range logs.All()[before:] {
+		require.Less(t, e.Level, zapcore.WarnLevel, "after Stop: %s %q %v", e.Level, e.Message, e.ContextMap())
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/server/common/authorization"
@@ -26,7 +27,8 @@ import (
 
 func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPort int) (temporal.Server, error) {
 	level, _ := zapcore.ParseLevel(s.cfg.ServerLogLevel) // checked in validate
-	logger := serverlog.NewZapLogger(s.cfg.Logger.Named("temporal-server").WithOptions(zap.IncreaseLevel(level)))
+	logger := serverlog.NewZapLogger(s.cfg.Logger.Named("temporal-server").WithOptions(zap.IncreaseLevel(level),
+		zap.WrapCore(func(c zapcore.Core) zapcore.Core { return quietWhileStopping{c, &s.stopping} })))
 	const clusterName = "active"
 	var conf config.Config
 
@@ -204,4 +206,31 @@ func (s *Stack) setupSQLite() (*config.SQL, error) {
 		return nil, fmt.Errorf("register namespace %s: %w", s.cfg.Namespace, err)
 	}
 	return sqlCfg, nil
+}
+
+// quietWhileStopping passes the server's log lines through until the
+// stack stops, then only its errors: its services stop one after another,
+// and its own system workers warn about every frontend that went away
+// ("network dial error", "Failed to poll for task"), which tells the
+// person who pressed Ctrl+C nothing.
+type quietWhileStopping struct {
+	zapcore.Core
+	stopping *atomic.Bool
+}
+
+func (c quietWhileStopping) quiet(l zapcore.Level) bool {
+	return c.stopping.Load() && l < zapcore.ErrorLevel
+}
+
+func (c quietWhileStopping) Enabled(l zapcore.Level) bool { return !c.quiet(l) && c.Core.Enabled(l) }
+
+func (c quietWhileStopping) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.quiet(e.Level) {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c quietWhileStopping) With(f []zapcore.Field) zapcore.Core {
+	return quietWhileStopping{c.Core.With(f), c.stopping}
 }
