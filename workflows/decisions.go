@@ -272,92 +272,126 @@ func (r *run) await() (contract.State, bool) {
 // Since versionNoSilentDuplicates nothing is sent past the window without
 // a search that succeeded, unless the decision forces it (a blind resend).
 func (r *run) resend(d contract.Decision) (contract.State, bool) {
-	blind, basis := "", contract.BasisDeliveryFailed
-	search := !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget()))
+	search, fresh := r.resendSearches()
+	basis, blind := contract.BasisDeliveryFailed, ""
+	switch {
+	case search && fresh:
+		// A deferred resend carried out on the search that just
+		// succeeded and found no live message of the event.
+		basis = contract.BasisReconciled
+		r.setState(contract.Sending)
+	case search:
+		var st contract.State
+		var stop bool
+		if basis, blind, st, stop = r.searchBeforeResend(d); stop {
+			return st, false
+		}
+	case r.since(versionNoSilentDuplicates):
+		r.setState(contract.Sending)
+	}
+	target := r.st.Provider
+	if r.since(versionFailover) && d.Provider != "" && !sameProvider(d.Provider, r.st.Provider) {
+		target = d.Provider
+	}
+	key, moved, st, stop := r.planResend(d, target)
+	if stop {
+		return st, false
+	}
+	r.recordResend(d, key, moved, basis, blind)
+	return contract.Sending, false
+}
+
+// resendSearches says whether a resend searches the provider's records
+// first, and whether a search that just succeeded (a deferred resend
+// carried out) already did.
+func (r *run) resendSearches() (search, fresh bool) {
+	search = !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget()))
 	if r.since(versionNoSilentDuplicates) {
 		// Only a message known to have failed lets a resend skip the
 		// search; an unknown outcome ends a little before the window does
 		// (the last attempt goes first), so the clock alone cannot tell.
 		search = search || !r.deliveryFailed || (r.since(versionLateEffectFirst) && r.recheckPending())
 	}
-	fresh := r.freshSearch
+	fresh = r.freshSearch
 	r.freshSearch = false
 	if r.since(versionNothingForgotten) && r.learnFromLedger() {
 		// Keys another run of the workflow used (before a reset): the
 		// search covers them, and the next key is one no run has used.
 		search, fresh = true, false
 	}
-	if search && fresh {
-		// A deferred resend carried out on the search that just
-		// succeeded and found no live message of the event.
-		basis = contract.BasisReconciled
-		r.setState(contract.Sending)
-	} else if search {
-		basis = contract.BasisReconciled
-		r.setState(contract.Reconciling)
-		if r.since(versionLateEffectFirst) && r.recheckPending() {
-			// A hung attempt may still land: the search waits for it, and
-			// is then the late look too.
-			if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-				r.note("waiting until %s before the resend: an attempt without a certain answer could still take effect", r.recheckAt.UTC().Format(time.RFC3339))
-				_ = workflow.Sleep(r.ctx, wait)
-			}
-			r.rechecked = true
+	return search, fresh
+}
+
+// searchBeforeResend searches the provider's records before a resend.
+// It returns the resend's basis and, for a forced resend without a
+// search that could speak, why it is blind; or stop with the state the
+// run is in when the resend is not carried out now (a live message
+// found, a search that failed or cannot speak for the event).
+func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind string, st contract.State, stop bool) {
+	basis = contract.BasisReconciled
+	r.setState(contract.Reconciling)
+	if r.since(versionLateEffectFirst) && r.recheckPending() {
+		// A hung attempt may still land: the search waits for it, and
+		// is then the late look too.
+		if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+			r.note("waiting until %s before the resend: an attempt without a certain answer could still take effect", r.recheckAt.UTC().Format(time.RFC3339))
+			_ = workflow.Sleep(r.ctx, wait)
 		}
-		out, err := r.lookup(r.provKeys())
-		switch {
-		case err == nil:
-			r.note("reconciled before the resend: %s", out.How)
-			r.searched(out)
-			if r.adopt(out) {
-				r.note("resend not needed: a message of this event is alive; following it instead")
-				return contract.Accepted, false
-			}
-			unsearchable := !out.Searched
-			if r.since(versionNothingForgotten) {
-				unsearchable = r.unsearchable
-			}
-			if r.since(versionNoSilentDuplicates) && unsearchable {
-				if !d.Force {
-					r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider)
-					if r.since(versionNothingForgotten) {
-						r.st.Reason = fmt.Sprintf("the resend decided by %s is not carried out: %s's records cannot speak for this event (%s), so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider, out.How)
-					}
-					r.note("%s", r.st.Reason)
-					return contract.AwaitingDecision, false
+		r.rechecked = true
+	}
+	out, err := r.lookup(r.provKeys())
+	switch {
+	case err == nil:
+		r.note("reconciled before the resend: %s", out.How)
+		r.searched(out)
+		if r.adopt(out) {
+			r.note("resend not needed: a message of this event is alive; following it instead")
+			return basis, "", contract.Accepted, true
+		}
+		unsearchable := !out.Searched
+		if r.since(versionNothingForgotten) {
+			unsearchable = r.unsearchable
+		}
+		if r.since(versionNoSilentDuplicates) && unsearchable {
+			if !d.Force {
+				r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider)
+				if r.since(versionNothingForgotten) {
+					r.st.Reason = fmt.Sprintf("the resend decided by %s is not carried out: %s's records cannot speak for this event (%s), so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider, out.How)
 				}
-				blind = fmt.Sprintf("%s's records cannot be searched for this event", r.st.Provider)
+				r.note("%s", r.st.Reason)
+				return basis, "", contract.AwaitingDecision, true
 			}
-		case !r.since(versionNoSilentDuplicates):
-			basis = contract.BasisUnreconciled
-			r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
-		case d.Force:
-			r.reconcileFailed = true
-			blind = "the search of " + r.st.Provider + "'s records failed (" + errorMessage(err) + ")"
-		default:
-			r.reconcileFailed = true
-			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
+			blind = fmt.Sprintf("%s's records cannot be searched for this event", r.st.Provider)
+		}
+	case !r.since(versionNoSilentDuplicates):
+		basis = contract.BasisUnreconciled
+		r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
+	case d.Force:
+		r.reconcileFailed = true
+		blind = "the search of " + r.st.Provider + "'s records failed (" + errorMessage(err) + ")"
+	default:
+		r.reconcileFailed = true
+		r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
+			d.By, errorMessage(err), r.policy.ReconcileRetry)
+		if r.since(versionNothingForgotten) {
+			// Acknowledged, so kept: carried out once a search succeeds.
+			r.deferred = &d
+			if r.deferredUntil.IsZero() {
+				r.deferredUntil = r.lastDeadline
+			}
+			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s and then carries the resend out unless a message of the event is found; decide again to replace it, resend with \"force\": true to send without a search, or cancel",
 				d.By, errorMessage(err), r.policy.ReconcileRetry)
-			if r.since(versionNothingForgotten) {
-				// Acknowledged, so kept: carried out once a search succeeds.
-				r.deferred = &d
-				if r.deferredUntil.IsZero() {
-					r.deferredUntil = r.lastDeadline
-				}
-				r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s and then carries the resend out unless a message of the event is found; decide again to replace it, resend with \"force\": true to send without a search, or cancel",
-					d.By, errorMessage(err), r.policy.ReconcileRetry)
-			}
-			r.note("%s", r.st.Reason)
-			return contract.AwaitingDecision, false
 		}
-	} else if r.since(versionNoSilentDuplicates) {
-		r.setState(contract.Sending)
+		r.note("%s", r.st.Reason)
+		return basis, "", contract.AwaitingDecision, true
 	}
-	target, moved := r.st.Provider, ""
-	if r.since(versionFailover) && d.Provider != "" && !sameProvider(d.Provider, r.st.Provider) {
-		target = d.Provider
-	}
-	var key keys.Key
+	return basis, blind, "", false
+}
+
+// planResend derives the resend's key at target and plans its request:
+// at the run's provider, or, when the decision names another, by moving
+// the event there. stop carries the state when it cannot.
+func (r *run) planResend(d contract.Decision, target string) (key keys.Key, moved string, st contract.State, stop bool) {
 	var err error
 	if r.since(versionFailover) {
 		key, err = r.nextKey(target)
@@ -366,7 +400,7 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 	}
 	if err != nil {
 		r.st.Reason = "cannot derive the resend key: " + err.Error()
-		return contract.Failed, false
+		return key, "", contract.Failed, true
 	}
 	if !sameProvider(target, r.st.Provider) {
 		// The decision moves the event to another provider: planned there,
@@ -374,19 +408,23 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 		if err := r.moveTo(target, key, d.By, d.Reason, failoverDecided); err != nil {
 			r.st.Reason = fmt.Sprintf("the resend at %s decided by %s cannot be carried out: %s; decide again", target, d.By, err)
 			r.note("%s", r.st.Reason)
-			return contract.AwaitingDecision, false
+			return key, "", contract.AwaitingDecision, true
 		}
-		moved = target
-	} else {
-		var req provider.Request
-		if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
-			EventKey: r.in.Key, SendKey: string(key), Provider: r.st.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
-		}, &req); err != nil {
-			r.st.Reason = "cannot plan the resend: " + errorMessage(err)
-			return contract.Failed, false
-		}
-		r.useKey(req, string(key))
+		return key, target, "", false
 	}
+	var req provider.Request
+	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
+		EventKey: r.in.Key, SendKey: string(key), Provider: r.st.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
+	}, &req); err != nil {
+		r.st.Reason = "cannot plan the resend: " + errorMessage(err)
+		return key, "", contract.Failed, true
+	}
+	r.useKey(req, string(key))
+	return key, "", "", false
+}
+
+// recordResend records a resend about to be sent under key.
+func (r *run) recordResend(d contract.Decision, key keys.Key, moved string, basis string, blind string) {
 	r.resends++
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
 	if blind != "" {
@@ -395,7 +433,6 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 		r.possibleDuplicate(fmt.Sprintf("blind resend under %s forced by %s (%s): %s", key, d.By, d.Reason, blind))
 	}
 	r.st.Resends = append(r.st.Resends, contract.Resend{Key: string(key), Provider: moved, By: d.By, Reason: d.Reason, Basis: basis})
-	return contract.Sending, false
 }
 
 // useKey makes req, planned under key, the send the run goes on with.
