@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -530,6 +531,34 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	<-ctx.Done()
 	log.Info("stopping")
 	return a.Stop()
+}
+
+// Main is the worker: `worker healthcheck URL` asks a health endpoint
+// (a container's check: the image has no shell), anything else is flags
+// for Run, until ctx ends. It returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 2 && args[0] == "healthcheck" {
+		if err := HealthCheck(ctx, args[1]); err != nil {
+			fmt.Fprintln(stderr, "worker:", err)
+			return 1
+		}
+		return 0
+	}
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg Config
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := Run(ctx, cfg, stdout); err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return 1
+	}
+	return 0
 }
 
 // StopOnSignal returns a context that ends at the first SIGINT or

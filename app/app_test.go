@@ -931,9 +931,9 @@ func TestNoSecretOrRecipientLeaks(t *testing.T) {
 
 	var cliOut, cliErr bytes.Buffer
 	env := []string{"TEMPORAL_ADDRESS=" + a.Stack.FrontendAddress(), codec.EnvKeys + "=" + keySpec}
-	require.Equal(t, 0, cli.Main(ctx, []string{"status", "order-4242-shipped"}, &cliOut, &cliErr, env), cliErr.String())
+	require.Equal(t, 0, cli.Run(ctx, []string{"status", "order-4242-shipped"}, &cliOut, &cliErr, env), cliErr.String())
 	require.Contains(t, cliOut.String(), "+972…67", "smsctl shows the masked recipient")
-	require.Equal(t, 0, cli.Main(ctx, []string{"--json", "status", "order-4242-shipped"}, &cliOut, &cliErr, env), cliErr.String())
+	require.Equal(t, 0, cli.Run(ctx, []string{"--json", "status", "order-4242-shipped"}, &cliOut, &cliErr, env), cliErr.String())
 	require.NoError(t, a.Stop())
 
 	for what, text := range map[string]string{

@@ -171,7 +171,7 @@ func smsctl(t *testing.T, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := cli.Main(ctx, args, &out, &errOut, env)
+	code := cli.Run(ctx, args, &out, &errOut, env)
 	return code, out.String(), errOut.String()
 }
 

@@ -8,30 +8,15 @@
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
 	"os"
 
 	"github.com/acme/smsorch/app"
 )
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "healthcheck" {
-		// A container's health check: the image has no shell or wget.
-		if err := app.HealthCheck(context.Background(), os.Args[2]); err != nil {
-			fmt.Fprintln(os.Stderr, "worker:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	var cfg app.Config
-	cfg.RegisterFlags(flag.CommandLine)
-	flag.Parse()
+	// The first SIGINT or SIGTERM stops gracefully; a second exits at once.
 	ctx, stop := app.StopOnSignal(os.Stderr, os.Exit)
-	defer stop()
-	if err := app.Run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
+	code := app.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

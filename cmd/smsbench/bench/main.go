@@ -22,8 +22,17 @@ import (
 )
 
 // Main is smsbench's command line: the benchmark, or one of its child
-// roles (-role bare-worker, -role direct).
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// roles (-role bare-worker, -role direct). It returns the exit code: 1
+// when a run fails or a smoke check finds a row missing.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if err := runMain(ctx, args, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "smsbench:", err)
+		return 1
+	}
+	return 0
+}
+
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("smsbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg Config

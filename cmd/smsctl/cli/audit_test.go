@@ -39,7 +39,7 @@ func TestAuditMasksUnlessRevealedByAKeyHolder(t *testing.T) {
 
 	audit := func(env []string, extra ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
-		code := Main(ctx, append([]string{"audit", "otp-7-1", "--ledger", path, "--simulator", srv.URL}, extra...), &out, &errOut, env)
+		code := Run(ctx, append([]string{"audit", "otp-7-1", "--ledger", path, "--simulator", srv.URL}, extra...), &out, &errOut, env)
 		return code, out.String(), errOut.String()
 	}
 	withKeys := []string{codec.EnvKeys + "=" + keySpec}

@@ -12,11 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/starter"
@@ -41,9 +44,29 @@ TEMPORAL_API_KEY and TEMPORAL_TLS_* (or a TEMPORAL_PROFILE), like the temporal C
 payloads are sealed need the workers' keys in SMSORCH_CODEC_KEYS or SMSORCH_CODEC_KEY_FILE.
 Exit codes: 0 ok, 1 failure, 2 invalid input, 3 conflict, 4 not found.`
 
-// Main runs smsctl with args (without the program name) and environ (as
+// Main is smsctl: it runs args (without the program name) in the
+// process's environment, exporting its spans where the standard OTEL_*
+// variables say, and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// A send or a decision is a span of its event's trace when the
+	// standard OTEL_* variables name a collector.
+	_, stopTracing, err := tracing.Setup(ctx, "smsctl", nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "smsctl:", err)
+		return ExitInvalid
+	}
+	code := Run(ctx, args, stdout, stderr, os.Environ())
+	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := stopTracing(flush); err != nil {
+		fmt.Fprintln(stderr, "smsctl: the spans could not be exported:", err)
+	}
+	return code
+}
+
+// Run runs smsctl with args (without the program name) and environ (as
 // os.Environ gives it) and returns the exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
 	c := &cmd{out: stdout, errOut: stderr, env: envLookup(environ)}
 	root := c.root()
 	root.SetArgs(singleDash(root, args))

@@ -18,7 +18,7 @@ import (
 func run(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	env := []string{"TEMPORAL_ADDRESS=127.0.0.1:1"} // nothing listens there
-	code := Main(context.Background(), args, &out, &errOut, env)
+	code := Run(context.Background(), args, &out, &errOut, env)
 	return code, out.String(), errOut.String()
 }
 

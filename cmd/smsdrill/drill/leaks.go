@@ -110,7 +110,7 @@ func (d *drill) plainInRuns(ctx context.Context) ([]string, error) {
 			{"--json", "audit", e.key, "--ledger", d.ledger, "--simulator", d.simURL},
 		} {
 			var out, errOut bytes.Buffer
-			if code := cli.Main(ctx, args, &out, &errOut, env); code != cli.ExitOK {
+			if code := cli.Run(ctx, args, &out, &errOut, env); code != cli.ExitOK {
 				return nil, fmt.Errorf("drill: smsctl %s: exit %d: %s", strings.Join(args, " "), code, strings.TrimSpace(errOut.String()))
 			}
 			look("smsctl "+strings.Join(args[:min(len(args), 3)], " "), append(out.Bytes(), errOut.Bytes()...))
