@@ -139,11 +139,13 @@ func (s *stack) open(ctx context.Context, c client.Client, st *starter.Starter, 
 		}
 		r.start = t
 	}
+	// The last starts are moments old: visibility lists every run first,
+	// or "none running" could be read before the last ones show.
 	q := visibilityQuery(wfType, since)
-	if err := awaitCount(ctx, c, q+" AND ExecutionStatus = 'Running'", 0, timeout(len(runs))); err != nil {
+	if err := awaitCount(ctx, c, q, int64(len(runs)), time.Minute); err != nil {
 		return row, err
 	}
-	if err := awaitCount(ctx, c, q, int64(len(runs)), time.Minute); err != nil {
+	if err := awaitCount(ctx, c, q+" AND ExecutionStatus = 'Running'", 0, timeout(len(runs))); err != nil {
 		return row, err
 	}
 	if err := collectClosed(ctx, c, q, runs); err != nil {
