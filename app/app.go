@@ -514,9 +514,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	defer func() {
-		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := stopTracing(flush); err != nil {
+		if err := stopTracing(); err != nil {
 			log.Warn("tracing: the last spans could not be exported", zap.Error(err))
 		}
 	}()

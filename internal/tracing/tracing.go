@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
@@ -109,6 +110,9 @@ func TemporalInterceptor() (interceptor.Interceptor, error) {
 	return temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{AllowInvalidParentSpans: true})
 }
 
+// FlushTimeout bounds how long a program's stop waits for its last spans.
+const FlushTimeout = 5 * time.Second
+
 // Settings are the standard OpenTelemetry variables Setup reads.
 const (
 	EnvEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -122,11 +126,12 @@ const (
 // Setup installs the propagators and, when the environment names an OTLP
 // collector, a tracer provider that exports to it in batches; service is
 // the service.name unless OTEL_SERVICE_NAME says otherwise. It returns
-// where spans go ("" for nowhere) and a shutdown that flushes them. A
+// where spans go ("" for nowhere) and a shutdown that flushes them, for
+// at most FlushTimeout. A
 // setting it cannot follow is an error that says what to set instead.
-func Setup(ctx context.Context, service string, log *zap.Logger) (where string, shutdown func(context.Context) error, err error) {
+func Setup(ctx context.Context, service string, log *zap.Logger) (where string, shutdown func() error, err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	shutdown = func(context.Context) error { return nil }
+	shutdown = func() error { return nil }
 	env := func(names ...string) string {
 		for _, n := range names {
 			if v := strings.TrimSpace(os.Getenv(n)); v != "" {
@@ -186,5 +191,9 @@ func Setup(ctx context.Context, service string, log *zap.Logger) (where string, 
 			log.Warn("tracing: spans could not be exported; check the collector at "+endpoint, zap.Error(err))
 		}))
 	}
-	return where, tp.Shutdown, nil
+	return where, func() error {
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
+		defer cancel()
+		return tp.Shutdown(flush)
+	}, nil
 }

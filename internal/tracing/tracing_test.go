@@ -54,7 +54,7 @@ func TestSetupExportsOnlyWhereTheEnvironmentSays(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, c.where, where)
-			require.NoError(t, shutdown(ctx))
+			require.NoError(t, shutdown())
 		})
 	}
 }
@@ -89,7 +89,7 @@ func TestSetupExportsOverOTLPHTTP(t *testing.T) {
 	spanCtx, span := otel.Tracer("test").Start(ctx, "RunActivity:Send")
 	Annotate(spanCtx, EventKey.String("order-1-shipped"))
 	span.End()
-	require.NoError(t, shutdown(ctx)) // flushes
+	require.NoError(t, shutdown()) // flushes
 
 	mu.Lock()
 	defer mu.Unlock()

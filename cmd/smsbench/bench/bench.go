@@ -320,15 +320,7 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 	if err := awaitCount(ctx, c, q, int64(len(runs)), time.Minute); err != nil {
 		return row, err
 	}
-	if err := collectClosed(ctx, c, q, runs); err != nil {
-		return row, err
-	}
-	if bare {
-		err = bareAcceptances(ctx, c, runs, s.cfg.Concurrency)
-	} else {
-		row.Messages, err = acceptances(ctx, s.sims["main"], "bird", runs)
-	}
-	if err != nil {
+	if row.Messages, err = s.collect(ctx, c, q, runs, bare); err != nil {
 		return row, err
 	}
 	fill(&row, runs)

@@ -245,3 +245,17 @@ func bareAcceptances(ctx context.Context, c client.Client, runs map[string]*run,
 
 // ourQuery selects the orchestrator's runs started since t.
 func ourQuery(since time.Time) string { return visibilityQuery(contract.WorkflowName, since) }
+
+// collect reads, once every run of the query has closed, each run's
+// close time and history length, and when it was accepted: a bare run's
+// result, or the simulator's first message of the event, whose count it
+// returns (0 for bare runs).
+func (s *stack) collect(ctx context.Context, c client.Client, q string, runs map[string]*run, bare bool) (messages int, err error) {
+	if err := collectClosed(ctx, c, q, runs); err != nil {
+		return 0, err
+	}
+	if bare {
+		return 0, bareAcceptances(ctx, c, runs, s.cfg.Concurrency)
+	}
+	return acceptances(ctx, s.sims["main"], "bird", runs)
+}

@@ -148,15 +148,7 @@ func (s *stack) open(ctx context.Context, c client.Client, st *starter.Starter, 
 	if err := awaitCount(ctx, c, q+" AND ExecutionStatus = 'Running'", 0, timeout(len(runs))); err != nil {
 		return row, err
 	}
-	if err := collectClosed(ctx, c, q, runs); err != nil {
-		return row, err
-	}
-	if bare {
-		err = bareAcceptances(ctx, c, runs, s.cfg.Concurrency)
-	} else {
-		row.Messages, err = acceptances(ctx, s.sims["main"], "bird", runs)
-	}
-	if err != nil {
+	if row.Messages, err = s.collect(ctx, c, q, runs, bare); err != nil {
 		return row, err
 	}
 	var filled Row

@@ -14,7 +14,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -56,9 +55,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	code := Run(ctx, args, stdout, stderr, os.Environ())
-	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := stopTracing(flush); err != nil {
+	if err := stopTracing(); err != nil {
 		fmt.Fprintln(stderr, "smsctl: the spans could not be exported:", err)
 	}
 	return code
