@@ -104,6 +104,9 @@ func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Act
 			name := contract.ProviderTaskQueue(runQueue, string(p), q.purpose)
 			opts := tuning.WorkerOptions()
 			opts.TaskQueueActivitiesPerSecond = q.rate
+			// Only activities are scheduled here: no workflow pollers
+			// and no sticky queue (the SDK starts both unless told).
+			opts.DisableWorkflowWorker = true
 			w := worker.New(c, name, opts)
 			w.RegisterActivity(acts)
 			if err := w.Start(); err != nil {
