@@ -433,6 +433,11 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	res, err = starter.New(a.Client).Wait(ctx, "order-2-shipped")
 	require.NoError(t, err)
 	require.Equal(t, contract.Delivered, res.State)
+	// Its second start reads the message's fingerprint from the sealed memo.
+	again, err := starter.New(a.Client).Send(ctx, starter.Event{Key: "order-2-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 1 has shipped."})
+	require.NoError(t, err)
+	require.False(t, again.Started)
+	require.Equal(t, contract.Delivered, again.State)
 
 	// The raw histories, through a client without the keys.
 	raw, err := client.Dial(client.Options{HostPort: cluster.FrontendAddress(), Logger: logging.SDK(zap.NewNop())})
@@ -457,6 +462,9 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 					return ps, nil
 				},
 			}))
+			if key == "order-2-shipped" && ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {
+				require.Contains(t, ev.GetWorkflowExecutionStartedEventAttributes().GetMemo().GetFields(), starter.FingerprintMemo, "the starter's memo, among the payloads checked sealed")
+			}
 			b, err := protojson.Marshal(ev)
 			require.NoError(t, err)
 			for _, plain := range []string{"972502345678", "Order 1 has shipped"} {

@@ -6,18 +6,23 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/acme/smsorch/cmd/smsctl/cli"
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/intake"
+	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/starter"
 )
@@ -281,4 +286,60 @@ func TestTheCLISendsReportsAndAudits(t *testing.T) {
 	require.Equal(t, cli.ExitNotFound, code)
 	code, _, _ = smsctl(t, "audit", "order-404-shipped", "--ledger", stack.Config.LedgerPath)
 	require.Equal(t, cli.ExitNotFound, code)
+}
+
+// A second start of the same event costs one call beside the start: the
+// describe that reads the run's state also reads the fingerprint of its
+// message, so the run's history is not read. Another message under the
+// key still reads it, to name the field.
+func TestASecondStartCostsOneDescribe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var calls []string
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		mu.Lock()
+		calls = append(calls, method[strings.LastIndex(method, "/")+1:])
+		mu.Unlock()
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	c, err := client.Dial(client.Options{
+		HostPort: stack.Stack.FrontendAddress(), Namespace: stack.Namespace, Logger: logging.SDK(zap.NewNop()),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}},
+	})
+	require.NoError(t, err)
+	defer c.Close()
+	s := starter.New(c, starter.WithNamespace(stack.Namespace))
+	since := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		got := calls
+		calls = nil
+		return got
+	}
+
+	e := event(provider.Bird, uniqueID())
+	first, err := s.Send(ctx, e)
+	require.NoError(t, err)
+	require.True(t, first.Started)
+	since()
+	for range 3 {
+		again, err := s.Send(ctx, e)
+		require.NoError(t, err)
+		require.False(t, again.Started)
+		require.Equal(t, first.RunID, again.RunID)
+		require.Equal(t, []string{"StartWorkflowExecution", "DescribeWorkflowExecution"}, since(), "a second start of the open run")
+	}
+
+	other := e
+	other.Text = "Order was cancelled."
+	_, err = s.Send(ctx, other)
+	var ce *starter.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "text", ce.Field)
+	require.Contains(t, since(), "GetWorkflowExecutionHistory", "another message reads the run's input to name the field")
+
+	_, err = s.Wait(ctx, first.Key)
+	require.NoError(t, err)
+	require.Len(t, messages(provider.Bird, first.Key), 1)
 }

@@ -15,6 +15,9 @@ package starter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -149,6 +152,10 @@ func (s *Starter) start(ctx context.Context, plan Plan, requestID string) (res R
 	if err != nil {
 		return res, err
 	}
+	fp, err := dc.ToPayload(fingerprint(in))
+	if err != nil {
+		return res, err
+	}
 	sa := map[string]*commonpb.Payload{}
 	for name, v := range map[string]string{
 		contract.StateAttribute.GetName():    string(contract.Sending),
@@ -173,6 +180,7 @@ func (s *Starter) start(ctx context.Context, plan Plan, requestID string) (res R
 		WorkflowIdReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIdConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		SearchAttributes:         &commonpb.SearchAttributes{IndexedFields: sa},
+		Memo:                     &commonpb.Memo{Fields: map[string]*commonpb.Payload{FingerprintMemo: fp}},
 		UserMetadata:             &sdkpb.UserMetadata{Summary: summary, Details: details},
 		Header:                   header,
 	})
@@ -222,12 +230,39 @@ func Details(p Plan) string {
 	return b.String()
 }
 
+// FingerprintMemo is the memo field in which the starter records the
+// fingerprint of the message a run sends (see fingerprint). A second
+// start of the same event compares it from the one describe that also
+// reads the run's state; it is a payload like the input, sealed by the
+// client's codec.
+const FingerprintMemo = "smsorch-message"
+
+// fingerprint identifies the message of a validated input: provider,
+// recipient, text and sender, the fields a second start is compared on.
+// Equal fingerprints are the same message; a different or missing one
+// (a run started before the memo, or by other means) is decided by
+// reading the run's input from its history, which also names the field.
+func fingerprint(in contract.Input) string {
+	h := sha256.New()
+	for _, f := range []string{"smsorch-message/1", in.Provider, in.To, in.Text, strings.TrimSpace(in.From)} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	return "v1:" + hex.EncodeToString(h.Sum(nil))
+}
+
 // compare reads the existing run's input and state; field names what
-// differs from in ("" when it is the same message).
+// differs from in ("" when it is the same message). A run that carries
+// the fingerprint of the same message costs the describe alone.
 func (s *Starter) compare(ctx context.Context, in contract.Input, runID string) (Existing, string, error) {
-	existing, err := s.describe(ctx, in.Key, runID)
+	existing, fp, err := s.describeWithFingerprint(ctx, in.Key, runID)
 	if err != nil {
 		return existing, "", err
+	}
+	if fp == fingerprint(in) {
+		return existing, "", nil
 	}
 	it := s.c.GetWorkflowHistory(ctx, in.Key, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
@@ -265,15 +300,31 @@ func (s *Starter) compare(ctx context.Context, in contract.Input, runID string) 
 }
 
 func (s *Starter) describe(ctx context.Context, key, runID string) (Existing, error) {
+	ex, _, err := s.describeWithFingerprint(ctx, key, runID)
+	return ex, err
+}
+
+// describeWithFingerprint is describe, with the message fingerprint the
+// run carries in its memo ("" when it has none or it cannot be read).
+func (s *Starter) describeWithFingerprint(ctx context.Context, key, runID string) (Existing, string, error) {
 	d, err := s.c.DescribeWorkflowExecution(ctx, key, runID)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return Existing{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+		return Existing{}, "", fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
 	if err != nil {
-		return Existing{}, fmt.Errorf("describe the run of %s: %w", key, err)
+		return Existing{}, "", fmt.Errorf("describe the run of %s: %w", key, err)
 	}
 	info := d.GetWorkflowExecutionInfo()
+	var fp string
+	if p := info.GetMemo().GetFields()[FingerprintMemo]; p != nil {
+		// Read as written, like the input below: a memo from before
+		// encryption arrives marked on a worker's client. One that
+		// does not decode leaves the compare to the history.
+		if converter.GetDefaultDataConverter().FromPayload(unsealed.Restored(p), &fp) != nil {
+			fp = ""
+		}
+	}
 	ex := Existing{RunID: info.GetExecution().GetRunId(), Status: info.GetStatus().String()}
 	// An open run's search attributes are its own: the server answers
 	// them from the run's mutable state, as current as the state query,
@@ -288,7 +339,7 @@ func (s *Starter) describe(ctx context.Context, key, runID string) (Existing, er
 			ex.State = st
 		}
 	}
-	return ex, nil
+	return ex, fp, nil
 }
 
 // finalState is the state a closed run ended in, from its result in its
