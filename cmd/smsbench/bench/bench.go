@@ -69,6 +69,10 @@ type Config struct {
 	// the rate bare Temporal sustained at saturation; each runs OpenFor.
 	OpenLoads []float64
 	OpenFor   time.Duration
+	// IntakeFrom is the intake's first rate of signed posts a second;
+	// each step runs IntakeFor (0: no intake rows).
+	IntakeFrom float64
+	IntakeFor  time.Duration
 	// Dir holds the processes' logs and state.
 	Dir string
 	// Bins are the worker and simulator; Self is this program, run as
@@ -154,6 +158,7 @@ type Report struct {
 	Memory []MemoryRow `json:"memory"`
 	Sendy  []SendyRow  `json:"sendy"`
 	Open   []OpenRow   `json:"open"`
+	Intake []IntakeRow `json:"intake"`
 }
 
 // Scenario names.
@@ -162,6 +167,7 @@ const (
 	ScenarioOurs    = "ours"
 	ScenarioOurs3x  = "ours-3x"
 	ScenarioDirect  = "direct"
+	scenarioIntake  = "intake"
 	scenarioPrefix  = "bench"
 	stopGrace       = 30 * time.Second
 	workerMemoryMiB = 1 << 20
@@ -232,6 +238,12 @@ func (s *stack) measure(ctx context.Context, rep *Report) error {
 		}
 		rep.Sendy = append(rep.Sendy, r)
 	}
+	// Last: the runs it starts may outlast it.
+	if s.cfg.IntakeFor > 0 {
+		if err := s.intakeLoad(ctx, c, rep); err != nil {
+			return fmt.Errorf("the intake's load: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -270,6 +282,8 @@ func scenarioTag(s string) string {
 		return "t"
 	case ScenarioDirect:
 		return "d"
+	case scenarioIntake:
+		return "i"
 	}
 	return "x"
 }

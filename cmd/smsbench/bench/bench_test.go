@@ -91,6 +91,11 @@ func report() Report {
 			{Backend: "sqlite", Scenario: ScenarioBare, Load: 0.5, Rate: 15, Events: 9, ToAccepted: Latencies{P99: 0.2, N: 9}, ToDone: Latencies{P99: 0.3, N: 9}},
 			{Backend: "sqlite", Scenario: ScenarioOurs, Load: 0.5, Rate: 15, Events: 8, ToAccepted: Latencies{P99: 0.25, N: 8}, ToDone: Latencies{P99: 1.3, N: 8}, Messages: 8},
 		},
+		Intake: []IntakeRow{
+			{Backend: "sqlite", Rate: 20, Requests: 200, Latency: Latencies{P99: 0.05, N: 200}, IntakeCPUPer1k: 2.5},
+			{Backend: "sqlite", Rate: 30, Requests: 300, Latency: Latencies{P99: 0.4, N: 300}, IntakeCPUPer1k: 2.25},
+			{Backend: "sqlite", Rate: 45, Requests: 450, Errors: 2, FirstError: "503 Service Unavailable: busy", Latency: Latencies{P99: 0.6, N: 450}, IntakeCPUPer1k: 2.0},
+		},
 	}
 }
 
@@ -123,7 +128,8 @@ func TestPrintShowsEveryRowAndTarget(t *testing.T) {
 	report().Print(&b)
 	out := b.String()
 	for _, want := range []string{"bare", "ours-3x", "direct", "runs awaiting a decision", "Sendy events", "MISSED", "met", "ours/direct throughput",
-		"open loop: Poisson arrivals", "0.25/", "1.25x", "4.33x"} {
+		"open loop: Poisson arrivals", "0.25/", "1.25x", "4.33x",
+		"sqlite: first error at 45.0 posts/s: 503 Service Unavailable: busy", "sqlite: the intake held 30.0 posts/s (no error, p99 0.400 s), 2.2 s of its CPU per 1,000"} {
 		require.Contains(t, out, want)
 	}
 	require.Equal(t, 1, strings.Count(out, "ours/bare throughput to accepted"))
@@ -152,6 +158,14 @@ func TestCheckFindsAMissingOrShortRow(t *testing.T) {
 	cfg.OpenLoads = []float64{0.25, 0.5}
 	require.ErrorContains(t, report().Check(cfg), "no open-loop bare row at 25%")
 	cfg.OpenLoads = nil
+	cfg.IntakeFor = time.Second
+	require.NoError(t, report().Check(cfg), "an error past the first step is the intake's limit")
+	r = report()
+	r.Intake[0].Errors, r.Intake[0].FirstError = 1, "401 Unauthorized"
+	require.ErrorContains(t, r.Check(cfg), "the intake's first step, 20.0 posts/s, had 1 errors of 200 requests, the first: 401 Unauthorized")
+	r.Intake = nil
+	require.ErrorContains(t, r.Check(cfg), "sqlite: no intake row with requests")
+	cfg.IntakeFor = 0
 	cfg.Backends = append(cfg.Backends, "postgres")
 	require.ErrorContains(t, report().Check(cfg), "postgres: no bare row")
 }

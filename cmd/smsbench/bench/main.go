@@ -55,8 +55,11 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&cfg.SkipThroughput, "skip-throughput", false, "leave out bare, ours, ours-3x and direct (measure only memory and the Sendy pace)")
 	loads := fs.String("open-loads", "0.25,0.5,0.75", "open-loop arrival rates, as shares of bare Temporal's saturation rate in the same run (\"\": no open loop)")
 	fs.DurationVar(&cfg.OpenFor, "open-for", 30*time.Second, "how long events arrive in each open-loop scenario")
+	fs.Float64Var(&cfg.IntakeFrom, "intake-from", 20, "the intake's first rate of signed posts a second; each step is 1.5 times the last")
+	fs.DurationVar(&cfg.IntakeFor, "intake-for", 10*time.Second, "how long each step of the intake's load runs (0: no intake rows)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
-	role := fs.String("role", "", "internal: run as the bare worker (bare-worker) or the direct loop (direct)")
+	role := fs.String("role", "", "internal: run as the bare worker (bare-worker), the direct loop (direct) or the intake (intake)")
+	addr := fs.String("addr", "", "internal (intake): the address to serve on")
 	var d DirectConfig
 	fs.StringVar(&d.SimURL, "sim", "", "internal (direct): the simulator's URL")
 	fs.StringVar(&d.Prefix, "prefix", "", "internal (direct): the events' id prefix")
@@ -78,6 +81,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		defer func() { _ = f.Close() }()
 		return RunDirect(ctx, d, f)
+	case "intake":
+		return RunIntake(ctx, *addr)
 	case "":
 	default:
 		return fmt.Errorf("unknown -role %q: it is internal to the benchmark", *role)
@@ -111,6 +116,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if len(cfg.OpenLoads) > 0 && cfg.OpenFor < time.Second {
 		return fmt.Errorf("-open-for %s: give the open loop at least 1s", cfg.OpenFor)
+	}
+	if cfg.IntakeFor > 0 && (cfg.IntakeFor < time.Second || cfg.IntakeFrom <= 0) {
+		return fmt.Errorf("-intake-for %s and -intake-from %g: give each step at least 1s and a rate above 0 (or -intake-for 0 for no intake rows)", cfg.IntakeFor, cfg.IntakeFrom)
 	}
 	var err error
 	if cfg.Self, err = os.Executable(); err != nil {

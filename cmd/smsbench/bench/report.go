@@ -89,6 +89,9 @@ func (r Report) Print(w io.Writer) {
 	if len(r.Open) > 0 {
 		r.printOpen(w)
 	}
+	if len(r.Intake) > 0 {
+		r.printIntake(w)
+	}
 	r.printRest(w)
 }
 
@@ -132,6 +135,49 @@ func (r Report) printOpen(w io.Writer) {
 			pctsMax(o.ToAccepted), pctsMax(o.ToDone), ratios, messages)
 	}
 	_ = tw.Flush()
+}
+
+// printIntake writes the intake's steps and what it sustained.
+func (r Report) printIntake(w io.Writer) {
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "intake: signed posts of new events to one intake process (Poisson arrivals; each answered after its run started), steps %.1fx apart until an error or p99 > %s\n", IntakeGrowth, IntakeP99Bound)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backend\tposts/s\trequests\terrors\tp50/p95/p99/max s\tintake CPU s/1k\tserver CPU s/1k\t")
+	for _, x := range r.Intake {
+		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%s\t%.1f\t%.1f\t\n", x.Backend, x.Rate, x.Requests, x.Errors, pctsMax(x.Latency), x.IntakeCPUPer1k, x.ServerCPUPer1k)
+	}
+	_ = tw.Flush()
+	for _, b := range r.intakeBackends() {
+		var held *IntakeRow
+		for i, x := range r.Intake {
+			if x.Backend != b {
+				continue
+			}
+			if x.FirstError != "" {
+				fmt.Fprintf(w, "%s: first error at %.1f posts/s: %s\n", b, x.Rate, x.FirstError)
+			}
+			if x.ok() {
+				held = &r.Intake[i]
+			}
+		}
+		if held == nil {
+			fmt.Fprintf(w, "%s: the intake held no step\n", b)
+			continue
+		}
+		fmt.Fprintf(w, "%s: the intake held %.1f posts/s (no error, p99 %.3f s), %.1f s of its CPU per 1,000\n", b, held.Rate, held.Latency.P99, held.IntakeCPUPer1k)
+	}
+}
+
+func (r Report) intakeBackends() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, x := range r.Intake {
+		if !seen[x.Backend] {
+			seen[x.Backend] = true
+			out = append(out, x.Backend)
+		}
+	}
+	return out
 }
 
 func (r Report) open(backend, scenario string, load float64) OpenRow {
@@ -253,6 +299,23 @@ func (r Report) Check(cfg Config) error {
 						return fmt.Errorf("%s open loop at %.0f%%: the simulator created %d messages for %d events", b, load*100, o.Messages, o.Events)
 					}
 				}
+			}
+		}
+		if cfg.IntakeFor > 0 {
+			// The first step is the lowest rate: an error there is a
+			// defect, not the intake's limit.
+			var first *IntakeRow
+			for i, x := range r.Intake {
+				if x.Backend == b {
+					first = &r.Intake[i]
+					break
+				}
+			}
+			switch {
+			case first == nil || first.Requests == 0:
+				return fmt.Errorf("%s: no intake row with requests", b)
+			case first.Errors > 0:
+				return fmt.Errorf("%s: the intake's first step, %.1f posts/s, had %d errors of %d requests, the first: %s", b, first.Rate, first.Errors, first.Requests, first.FirstError)
 			}
 		}
 		n := 0
