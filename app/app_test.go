@@ -433,7 +433,7 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	res, err = starter.New(a.Client).Wait(ctx, "order-2-shipped")
 	require.NoError(t, err)
 	require.Equal(t, contract.Delivered, res.State)
-	// Its second start reads the message's fingerprint from the sealed memo.
+	// Its second start joins it (the starter's memo is sealed, below).
 	again, err := starter.New(a.Client).Send(ctx, starter.Event{Key: "order-2-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 1 has shipped."})
 	require.NoError(t, err)
 	require.False(t, again.Started)

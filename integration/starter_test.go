@@ -319,15 +319,21 @@ func TestASecondStartCostsOneDescribe(t *testing.T) {
 	}
 
 	e := event(provider.Bird, uniqueID())
+	// The first attempt hangs for 3 s (then a retry under the same key
+	// is answered): the run stays open through the repeats below.
+	key := "order-" + e.ID + "-shipped"
+	fault(t, simulator.Fault{Kind: simulator.Hang, Provider: "bird", Key: key, Delay: simulator.Duration(3 * time.Second)})
 	first, err := s.Send(ctx, e)
 	require.NoError(t, err)
 	require.True(t, first.Started)
+	require.Equal(t, key, first.Key)
 	since()
 	for range 3 {
 		again, err := s.Send(ctx, e)
 		require.NoError(t, err)
 		require.False(t, again.Started)
 		require.Equal(t, first.RunID, again.RunID)
+		require.False(t, again.State.Final(), "the run is still open")
 		require.Equal(t, []string{"StartWorkflowExecution", "DescribeWorkflowExecution"}, since(), "a second start of the open run")
 	}
 
@@ -337,9 +343,16 @@ func TestASecondStartCostsOneDescribe(t *testing.T) {
 	var ce *starter.ConflictError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "text", ce.Field)
-	require.Contains(t, since(), "GetWorkflowExecutionHistory", "another message reads the run's input to name the field")
+	require.Equal(t, []string{"StartWorkflowExecution", "DescribeWorkflowExecution", "GetWorkflowExecutionHistory"}, since(),
+		"another message reads the open run's input to name the field")
 
 	_, err = s.Wait(ctx, first.Key)
 	require.NoError(t, err)
+	since()
+	// A closed run's state is read from its close event: one read more.
+	again, err := s.Send(ctx, e)
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, again.State)
+	require.Equal(t, []string{"StartWorkflowExecution", "DescribeWorkflowExecution", "GetWorkflowExecutionHistory"}, since(), "a second start of the closed run")
 	require.Len(t, messages(provider.Bird, first.Key), 1)
 }

@@ -53,6 +53,8 @@ func TestASecondStartOfTheSameMessageReadsNoHistory(t *testing.T) {
 	}
 	otherText := same
 	otherText.Text = "Order 58213 was cancelled."
+	otherKey := same
+	otherKey.Key = "order-58214-shipped"
 	for _, tc := range []struct {
 		name    string
 		memo    *commonpb.Payload
@@ -66,6 +68,9 @@ func TestASecondStartOfTheSameMessageReadsNoHistory(t *testing.T) {
 		{"another text: the history names the field", payload(fingerprint(otherText)), otherText, "text", 1},
 		{"a run without the memo", nil, same, "", 1},
 		{"a run without the memo, another text", nil, otherText, "text", 1},
+		// A run under this id whose input (and memo) were another
+		// event's: copied sealed payloads are not this event's run.
+		{"another event's input and memo", payload(fingerprint(otherKey)), otherKey, "event key", 1},
 		{"a memo that does not decode", &commonpb.Payload{Metadata: map[string][]byte{"encoding": []byte("binary/sealed-elsewhere")}, Data: []byte{1, 2}}, same, "", 1},
 		// A fingerprint that differs while the input is the same (a
 		// later scheme): the input decides.
@@ -101,16 +106,38 @@ func TestFingerprintSeparatesTheFields(t *testing.T) {
 		"text's end":    {Key: base.Key, Provider: base.Provider, To: base.To, Text: base.Text + "A", From: "cme"},
 		"no sender":     {Key: base.Key, Provider: base.Provider, To: base.To, Text: base.Text},
 		"another event": {Key: "order-2-shipped", Provider: base.Provider, To: base.To, Text: base.Text, From: base.From},
+		// Exactly as given: a sender with spaces is another fingerprint,
+		// and the history's compare (which trims the run's) decides.
+		"untrimmed sender": {Key: base.Key, Provider: base.Provider, To: base.To, Text: base.Text, From: " Acme "},
 	} {
 		fp := fingerprint(in)
-		if name == "another event" {
-			// The key is the run's id: the same message under another
-			// key is another run, never compared with this one.
-			require.Equal(t, fingerprint(base), fp)
-			continue
-		}
 		require.NotContains(t, seen, fp, "%s collides with %s", name, seen[fp])
 		seen[fp] = name
 	}
-	require.Equal(t, fingerprint(base), fingerprint(contract.Input{Key: base.Key, Provider: base.Provider, To: base.To, Text: base.Text, From: " Acme "}), "the sender is compared trimmed")
+}
+
+// A plan started without Validate keeps the compare it had before the
+// fingerprint: the run's sender is trimmed, the new one is not.
+func TestAnUntrimmedSenderIsComparedAsBefore(t *testing.T) {
+	t.Parallel()
+	existing := contract.Input{Key: "order-1-shipped", Provider: "sendy", To: "+31612345678", Text: "Shipped.", From: "Acme"}
+	memo, err := converter.GetDefaultDataConverter().ToPayload(fingerprint(existing))
+	require.NoError(t, err)
+	plan := Plan{Key: "order-1-shipped", Input: existing}
+	plan.Input.From = " Acme "
+	f := &memoTemporal{preEncryptionTemporal: preEncryptionTemporal{input: existing}, memo: memo}
+	_, err = New(f).Start(context.Background(), plan)
+	var ce *ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "sender", ce.Field)
+	require.Equal(t, 1, f.historyRead)
+
+	// And the other way round: the run's untrimmed sender, trimmed, is the new one's.
+	untrimmed := existing
+	untrimmed.From = " Acme "
+	memo, err = converter.GetDefaultDataConverter().ToPayload(fingerprint(untrimmed))
+	require.NoError(t, err)
+	f = &memoTemporal{preEncryptionTemporal: preEncryptionTemporal{input: untrimmed}, memo: memo}
+	_, err = New(f).Start(context.Background(), Plan{Key: "order-1-shipped", Input: existing})
+	require.NoError(t, err)
 }

@@ -237,14 +237,15 @@ func Details(p Plan) string {
 // client's codec.
 const FingerprintMemo = "smsorch-message"
 
-// fingerprint identifies the message of a validated input: provider,
-// recipient, text and sender, the fields a second start is compared on.
-// Equal fingerprints are the same message; a different or missing one
-// (a run started before the memo, or by other means) is decided by
-// reading the run's input from its history, which also names the field.
+// fingerprint identifies the message of an input: the event key and
+// the provider, recipient, text and sender, the fields a second start is
+// compared on, each exactly as given. Equal fingerprints are the same
+// message; a different or missing one (a run started before the memo,
+// or by other means) is decided by reading the run's input from its
+// history, which also names the field.
 func fingerprint(in contract.Input) string {
 	h := sha256.New()
-	for _, f := range []string{"smsorch-message/1", in.Provider, in.To, in.Text, strings.TrimSpace(in.From)} {
+	for _, f := range []string{"smsorch-message/1", in.Key, in.Provider, in.To, in.Text, in.From} {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
 		h.Write(n[:])
@@ -287,6 +288,11 @@ func (s *Starter) compare(ctx context.Context, in contract.Input, runID string) 
 		was.To = r.E164 // a run started elsewhere may have been given another spelling
 	}
 	switch {
+	case was.Key != in.Key:
+		// A run under this event's id whose input names another event
+		// (started by hand, or from another event's copied input) is
+		// not this event's run: its workflow would refuse the key.
+		return existing, "event key", nil
 	case was.Provider != in.Provider:
 		return existing, "provider", nil
 	case was.To != in.To:
