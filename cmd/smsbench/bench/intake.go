@@ -16,15 +16,11 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
 
 	"github.com/acme/smsorch/app"
-	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/intake"
-	"github.com/acme/smsorch/internal/clientopts"
 	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/procs"
 	"github.com/acme/smsorch/starter"
@@ -117,7 +113,10 @@ func (s *stack) intakeLoad(ctx context.Context, c client.Client, rep *Report) er
 	// Nothing lost: each Started answer is a run. (A request that failed
 	// may still have started one; it is not counted either way.)
 	q := visibilityQuery(contract.WorkflowName, since)
-	return awaitAtLeast(ctx, c, q, int64(started), time.Minute)
+	if err := awaitCounted(ctx, c, q, time.Minute, fmt.Sprintf("at least %d", started), func(n int64) bool { return n >= int64(started) }); err != nil {
+		return fmt.Errorf("fewer runs than the events the intake answered Started: %w", err)
+	}
+	return nil
 }
 
 // intakeStep posts new events at rate a second for IntakeFor, and
@@ -207,27 +206,6 @@ func randomSecret() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// awaitAtLeast polls visibility until the query counts at least want
-// runs, or timeout passes.
-func awaitAtLeast(ctx context.Context, c client.Client, query string, want int64, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var got int64 = -1
-	for time.Now().Before(deadline) {
-		resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: client.DefaultNamespace, Query: query})
-		if err == nil {
-			if got = resp.GetCount(); got >= want {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-	return fmt.Errorf("after %s, %d runs match %q, fewer than the %d events the intake answered Started", timeout, got, query, want)
-}
-
 // RunIntake is the -role intake child: the intake's handler on addr,
 // starting runs through its own client (the keys and Temporal address
 // from the environment, as the worker's), with no per-client limit so
@@ -237,11 +215,7 @@ func RunIntake(ctx context.Context, addr string) error {
 	if secret == "" {
 		return errors.New("-role intake needs " + app.EnvIntakeSecret)
 	}
-	kr, err := codec.FromEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
-	opts, err := clientopts.Build(clientopts.Settings{Env: envconfig.EnvLookupOS, Logger: quietLogger(), Codec: kr})
+	opts, err := childClientOptions()
 	if err != nil {
 		return err
 	}

@@ -122,12 +122,18 @@ func visibilityQuery(workflowType string, since time.Time) string {
 // awaitCount polls visibility until the query counts want runs, or
 // timeout passes.
 func awaitCount(ctx context.Context, c client.Client, query string, want int64, timeout time.Duration) error {
+	return awaitCounted(ctx, c, query, timeout, fmt.Sprint(want), func(n int64) bool { return n == want })
+}
+
+// awaitCounted polls visibility until the query's count is ok, or
+// timeout passes; want says what ok wants, for the error.
+func awaitCounted(ctx context.Context, c client.Client, query string, timeout time.Duration, want string, ok func(int64) bool) error {
 	deadline := time.Now().Add(timeout)
 	var got int64 = -1
 	for time.Now().Before(deadline) {
 		resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: client.DefaultNamespace, Query: query})
 		if err == nil {
-			if got = resp.GetCount(); got == want {
+			if got = resp.GetCount(); ok(got) {
 				return nil
 			}
 		}
@@ -137,7 +143,7 @@ func awaitCount(ctx context.Context, c client.Client, query string, want int64, 
 		case <-time.After(time.Second):
 		}
 	}
-	return fmt.Errorf("after %s, %d runs match %q, not %d", timeout, got, query, want)
+	return fmt.Errorf("after %s, %d runs match %q, not %s", timeout, got, query, want)
 }
 
 // collectClosed reads the close time and history length of every run of

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
 	"github.com/acme/smsorch/app"
@@ -156,11 +157,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // runBareWorker is the -role bare-worker child: the bare workflow's
 // worker, with the orchestrator worker's client and tuning, until SIGTERM.
 func runBareWorker(ctx context.Context, cfg Config) error {
-	kr, err := codec.FromEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
-	opts, err := clientopts.Build(clientopts.Settings{Env: envconfig.EnvLookupOS, Logger: quietLogger(), Codec: kr})
+	opts, err := childClientOptions()
 	if err != nil {
 		return err
 	}
@@ -168,4 +165,15 @@ func runBareWorker(ctx context.Context, cfg Config) error {
 		StopTimeout: app.DefaultStopTimeout, StickyCacheSize: cfg.StickyCache,
 		WorkflowPollers: cfg.WorkflowPollers, ActivityPollers: cfg.ActivityPollers,
 	})
+}
+
+// childClientOptions are a child process's client options, as the
+// worker builds them: Temporal's address and the payload keys from the
+// environment the bench gave it.
+func childClientOptions() (client.Options, error) {
+	kr, err := codec.FromEnv(os.Getenv)
+	if err != nil {
+		return client.Options{}, err
+	}
+	return clientopts.Build(clientopts.Settings{Env: envconfig.EnvLookupOS, Logger: quietLogger(), Codec: kr})
 }

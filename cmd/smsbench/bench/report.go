@@ -168,18 +168,6 @@ func (r Report) printIntake(w io.Writer) {
 	}
 }
 
-func (r Report) intakeBackends() []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, x := range r.Intake {
-		if !seen[x.Backend] {
-			seen[x.Backend] = true
-			out = append(out, x.Backend)
-		}
-	}
-	return out
-}
-
 func (r Report) open(backend, scenario string, load float64) OpenRow {
 	for _, o := range r.Open {
 		if o.Backend == backend && o.Scenario == scenario && o.Load == load {
@@ -241,12 +229,21 @@ func (r Report) printRest(w io.Writer) {
 }
 
 func (r Report) backends() []string {
+	return uniqueBackends(len(r.Rows), func(i int) string { return r.Rows[i].Backend })
+}
+
+func (r Report) intakeBackends() []string {
+	return uniqueBackends(len(r.Intake), func(i int) string { return r.Intake[i].Backend })
+}
+
+// uniqueBackends lists the backends of n rows, in their order.
+func uniqueBackends(n int, backend func(i int) string) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, x := range r.Rows {
-		if !seen[x.Backend] {
-			seen[x.Backend] = true
-			out = append(out, x.Backend)
+	for i := range n {
+		if b := backend(i); !seen[b] {
+			seen[b] = true
+			out = append(out, b)
 		}
 	}
 	return out
