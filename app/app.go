@@ -214,7 +214,7 @@ func (a *App) serveIntake() error {
 	if err != nil {
 		return fmt.Errorf("the HTTP intake cannot listen on %s: %w (choose another --intake address, or --intake off)", a.Config.IntakeAddress, err)
 	}
-	cfg := intake.Config{Secrets: []logging.Secret{a.Config.IntakeSecret, a.Config.IntakePreviousSecret}, Proxies: a.Config.IntakeProxies, Logger: a.Log.Named("intake")}
+	cfg := intake.Config{Secrets: []logging.Secret{a.Config.IntakeSecret, a.Config.IntakePreviousSecret}, Proxies: a.Config.IntakeProxies, RatePerMinute: a.Config.IntakeClientRate, Logger: a.Log.Named("intake")}
 	if a.metrics != nil {
 		cfg.Refused = a.metrics.IntakeRefused
 	}

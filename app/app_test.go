@@ -81,6 +81,14 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	require.Equal(t, "bird-secret", cfg.Bird.AccessKey.Reveal())
 	require.NotContains(t, strings.Join([]string{cfg.Bird.AccessKey.String(), cfg.Sendy.Token.String(), cfg.IntakeSecret.String()}, " "), "secret")
 	require.ErrorContains(t, fs.Parse([]string{"--window-margin", "soon"}), "write a duration like 3h or 90s")
+	require.Zero(t, cfg.IntakeClientRate, "the intake's default")
+	require.NoError(t, fs.Parse([]string{"--intake-client-rate", "1200"}))
+	require.Equal(t, 1200, cfg.IntakeClientRate)
+	require.NoError(t, fs.Parse([]string{"--intake-client-rate", "off"}))
+	require.Equal(t, -1, cfg.IntakeClientRate)
+	for _, bad := range []string{"0", "-5", "fast"} {
+		require.ErrorContains(t, fs.Parse([]string{"--intake-client-rate", bad}), "write a number of requests a minute, like 600, or off", bad)
+	}
 }
 
 func TestValidateSaysWhatToFix(t *testing.T) {
@@ -976,4 +984,26 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// --intake-client-rate reaches the intake: with 10 requests a minute
+// (bursts of 1) a client's second request is answered 429.
+func TestTheIntakeClientRateIsApplied(t *testing.T) {
+	t.Parallel()
+	a, err := Start(context.Background(), Config{
+		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: Off,
+		SimulatorAddress: "127.0.0.1:0", IntakeAddress: "127.0.0.1:0", IntakeClientRate: 10,
+	}, zap.NewNop())
+	require.NoError(t, err)
+	defer func() { _ = a.Stop() }()
+	get := func() *http.Response {
+		resp, err := http.Get(a.IntakeURL + "/v1/events/order-1-shipped")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp
+	}
+	require.Equal(t, http.StatusNotFound, get().StatusCode, "no such event, within the budget")
+	resp := get()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "past a budget of 10 a minute, bursts of 1")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 }

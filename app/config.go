@@ -20,6 +20,7 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/internal/devstack/defaults"
 	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/secrets"
@@ -141,6 +142,10 @@ type Config struct {
 	// intake on a loopback address. An unsigned intake on any other
 	// address is refused in every mode.
 	IntakeInsecure bool
+	// IntakeClientRate is each intake client's requests a minute (bursts
+	// of a tenth of it), by client address; 0 is intake.DefaultRatePerMinute,
+	// negative none (--intake-client-rate off).
+	IntakeClientRate int
 
 	// Codec seals every payload and failure message the process puts
 	// into Temporal (codec.FromEnv); nil sends them in plain text, which
@@ -549,6 +554,18 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.IntakeTLSCert, "intake-tls-cert", "", "serve the intake over HTTPS with this certificate (PEM; with --intake-tls-key)")
 	fs.StringVar(&c.IntakeTLSKey, "intake-tls-key", "", "the private key of --intake-tls-cert (PEM)")
 	fs.BoolVar(&c.IntakeInsecure, "intake-insecure", false, "outside dev mode, accept unsigned intake requests on a loopback address")
+	fs.Func("intake-client-rate", fmt.Sprintf(`requests a minute each intake client may make, by client address (bursts of a tenth of it; past it 429 with Retry-After), or "off" for no limit (default %d)`, intake.DefaultRatePerMinute), func(v string) error {
+		if v == Off {
+			c.IntakeClientRate = -1
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("write a number of requests a minute, like %d, or off", intake.DefaultRatePerMinute)
+		}
+		c.IntakeClientRate = n
+		return nil
+	})
 	fs.Func("intake-behind-proxy", "the address (IP or CIDR, comma-separated) of the TLS proxy in front of the intake: the intake may then speak plain HTTP on a non-loopback address, keys each client by the address the proxy adds to X-Forwarded-For, and refuses requests that come around the proxy", func(v string) error {
 		for _, part := range strings.Split(v, ",") {
 			part = strings.TrimSpace(part)
