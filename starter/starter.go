@@ -324,9 +324,9 @@ func (s *Starter) describeWithFingerprint(ctx context.Context, key, runID string
 	info := d.GetWorkflowExecutionInfo()
 	var fp string
 	if p := info.GetMemo().GetFields()[FingerprintMemo]; p != nil {
-		// Read as written, like the input below: a memo from before
-		// encryption arrives marked on a worker's client. One that
-		// does not decode leaves the compare to the history.
+		// Read as written, as compare reads the input: a memo from
+		// before encryption arrives marked on a worker's client. One
+		// that does not decode leaves the compare to the history.
 		if converter.GetDefaultDataConverter().FromPayload(unsealed.Restored(p), &fp) != nil {
 			fp = ""
 		}

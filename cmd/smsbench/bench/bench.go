@@ -298,11 +298,7 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 		return row, err
 	}
 	defer w.Stop(stopGrace)
-	wBefore, err := usageOf(w)
-	if err != nil {
-		return row, err
-	}
-	sBefore, err := usageOf(s.server)
+	wBefore, sBefore, err := s.usages(w)
 	if err != nil {
 		return row, err
 	}
@@ -323,11 +319,7 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 	if err := awaitCount(ctx, c, q+" AND ExecutionStatus = 'Running'", 0, timeout(s.cfg.N)); err != nil {
 		return row, err
 	}
-	wAfter, err := usageOf(w)
-	if err != nil {
-		return row, err
-	}
-	sAfter, err := usageOf(s.server)
+	wAfter, sAfter, err := s.usages(w)
 	if err != nil {
 		return row, err
 	}
@@ -343,6 +335,16 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 	row.WorkerPeakMB = float64(wAfter.PeakRSS) / workerMemoryMiB
 	s.logf("%s: %.1f events/s to accepted, %.1f to done", name, row.AcceptedPerSec, row.DonePerSec)
 	return row, nil
+}
+
+// usages reads what the child process p and the Temporal server have
+// used so far.
+func (s *stack) usages(p *procs.Proc) (proc, server Usage, err error) {
+	if proc, err = usageOf(p); err != nil {
+		return proc, server, err
+	}
+	server, err = usageOf(s.server)
+	return proc, server, err
 }
 
 // usageOf reads what the child process p has used so far.

@@ -98,11 +98,11 @@ func (s *stack) intakeLoad(ctx context.Context, c client.Client, rep *Report) er
 	rate := s.cfg.IntakeFrom
 	for step := range IntakeMaxSteps {
 		s.logf("intake: %.1f signed posts/s for %s", rate, s.cfg.IntakeFor)
-		row, n, err := s.intakeStep(ctx, hc, url, logging.Secret(secret), p, rate, uint64(step+1))
+		row, err := s.intakeStep(ctx, hc, url, logging.Secret(secret), p, rate, uint64(step+1))
 		if err != nil {
 			return err
 		}
-		started += n
+		started += row.Requests - row.Errors
 		rep.Intake = append(rep.Intake, row)
 		s.logf("intake: %d requests, %d errors, p99 %.3f s", row.Requests, row.Errors, row.Latency.P99)
 		if !row.ok() {
@@ -119,22 +119,17 @@ func (s *stack) intakeLoad(ctx context.Context, c client.Client, rep *Report) er
 	return nil
 }
 
-// intakeStep posts new events at rate a second for IntakeFor, and
-// returns the step's row and how many were answered Started.
-func (s *stack) intakeStep(ctx context.Context, hc *http.Client, url string, secret logging.Secret, p *procs.Proc, rate float64, seed uint64) (IntakeRow, int, error) {
+// intakeStep posts new events at rate a second for IntakeFor: the
+// step's row (a request without an error was answered Started).
+func (s *stack) intakeStep(ctx context.Context, hc *http.Client, url string, secret logging.Secret, p *procs.Proc, rate float64, seed uint64) (IntakeRow, error) {
 	row := IntakeRow{Backend: s.backend, Rate: rate, Seconds: s.cfg.IntakeFor.Seconds()}
-	iBefore, err := usageOf(p)
+	iBefore, sBefore, err := s.usages(p)
 	if err != nil {
-		return row, 0, err
-	}
-	sBefore, err := usageOf(s.server)
-	if err != nil {
-		return row, 0, err
+		return row, err
 	}
 	pre := prefix(scenarioIntake)
 	var mu sync.Mutex
 	var lat []time.Duration
-	started := 0
 	_, err = arrivals(ctx, rate, s.cfg.IntakeFor, seed, func(ctx context.Context, i int) error {
 		t0 := time.Now()
 		err := postSigned(ctx, hc, url, secret, event(pre, i, "bird"))
@@ -147,28 +142,22 @@ func (s *stack) intakeStep(ctx context.Context, hc *http.Client, url string, sec
 			if row.Errors++; row.FirstError == "" {
 				row.FirstError = err.Error()
 			}
-		} else {
-			started++
 		}
 		return nil // an error is measured, not a reason to stop the step
 	})
 	if err != nil {
-		return row, 0, err
+		return row, err
 	}
-	iAfter, err := usageOf(p)
+	iAfter, sAfter, err := s.usages(p)
 	if err != nil {
-		return row, 0, err
-	}
-	sAfter, err := usageOf(s.server)
-	if err != nil {
-		return row, 0, err
+		return row, err
 	}
 	row.Latency = summarise(lat)
 	if row.Requests > 0 {
 		row.IntakeCPUPer1k = per1k(iAfter.CPU-iBefore.CPU, row.Requests)
 		row.ServerCPUPer1k = per1k(sAfter.CPU-sBefore.CPU, row.Requests)
 	}
-	return row, started, nil
+	return row, nil
 }
 
 // postSigned posts e to the intake, signed as a sender signs it; an
