@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,4 +284,26 @@ func TestStoppingPrintsNoWarningBurst(t *testing.T) {
 	for _, e := range logs.All()[before:] {
 		require.Less(t, e.Level, zapcore.WarnLevel, "after Stop: %s %q %v", e.Level, e.Message, e.ContextMap())
 	}
+}
+
+// TestQuietWhileStoppingDropsShutdownErrors: CI saw the server log an
+// error as a request was cut short by the stop ("unable to add metrics
+// baggage to gRPC trailer"); it is as much noise as the warnings.
+func TestQuietWhileStoppingDropsShutdownErrors(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	var stopping atomic.Bool
+	l := zap.New(quietWhileStopping{core, &stopping}).With(zap.String("service", "frontend"))
+	l.Warn("running")
+	l.Error("running")
+	stopping.Store(true)
+	l.Info("stopping")
+	l.Warn("network dial error")
+	l.Error("unable to add metrics baggage to gRPC trailer")
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, e.Level.String()+" "+e.Message)
+	}
+	require.Equal(t, []string{"warn running", "error running"}, got)
+	require.True(t, zap.New(quietWhileStopping{core, &stopping}).Core().Enabled(zapcore.DPanicLevel),
+		"what would end the process still passes")
 }

@@ -209,17 +209,20 @@ func (s *Stack) setupSQLite() (*config.SQL, error) {
 }
 
 // quietWhileStopping passes the server's log lines through until the
-// stack stops, then only its errors: its services stop one after another,
-// and its own system workers warn about every frontend that went away
-// ("network dial error", "Failed to poll for task"), which tells the
-// person who pressed Ctrl+C nothing.
+// stack stops, then only what would end the process (DPanic and above):
+// its services stop one after another, and its own system workers warn
+// about every frontend that went away ("network dial error", "Failed to
+// poll for task"); a request cut short in the middle logs an error
+// ("unable to add metrics baggage to gRPC trailer"). None of it tells the
+// person who pressed Ctrl+C anything, and a stop that fails is reported
+// by Stop's own error.
 type quietWhileStopping struct {
 	zapcore.Core
 	stopping *atomic.Bool
 }
 
 func (c quietWhileStopping) quiet(l zapcore.Level) bool {
-	return c.stopping.Load() && l < zapcore.ErrorLevel
+	return c.stopping.Load() && l < zapcore.DPanicLevel
 }
 
 func (c quietWhileStopping) Enabled(l zapcore.Level) bool { return !c.quiet(l) && c.Core.Enabled(l) }
