@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -662,4 +663,52 @@ func TestSendMakesNoAttemptItsDeadlineWouldCutShort(t *testing.T) {
 	out, err := send(t, b, in)
 	require.NoError(t, err)
 	require.Equal(t, provider.Accepted, out.Result.Outcome)
+}
+
+// TestALookupThatWaitsFirstAsksNothingOnItsFirstAttempt: a lookup with a
+// first wait fails its first attempt ErrNotFinal, benign, with the wait as
+// its retry delay, and sends the provider no request; without one, or for
+// a single lookup, the first attempt looks.
+func TestALookupThatWaitsFirstAsksNothingOnItsFirstAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p, err := prepare(t, b, event)
+	require.NoError(t, err)
+	out, err := send(t, b, SendInput{EventKey: event.Key, Request: p.Request, Budget: p.Policy.SendBudget()})
+	require.NoError(t, err)
+	id := out.Result.MessageID
+	lookups := func() int {
+		n := 0
+		for _, r := range b.sim.Requests(simulator.Filter{Provider: "bird"}) {
+			if r.Method == http.MethodGet {
+				n++
+			}
+		}
+		return n
+	}
+
+	_, err = b.env.ExecuteActivity(b.acts.Status, StatusInput{Provider: "bird", MessageID: id, UntilFinal: true, FirstWait: 10 * time.Second})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, ErrNotFinal, appErr.Type())
+	require.Equal(t, 10*time.Second, appErr.NextRetryDelay())
+	require.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
+	require.Zero(t, lookups(), "the first attempt is the wait")
+
+	_, err = b.env.ExecuteActivity(b.acts.Status, StatusInput{Provider: "nobody", MessageID: id, UntilFinal: true, FirstWait: 10 * time.Second})
+	require.ErrorContains(t, err, "nobody", "an unknown provider fails at once, not after the wait")
+
+	for _, in := range []StatusInput{
+		{Provider: "bird", MessageID: id, UntilFinal: true},
+		{Provider: "bird", MessageID: id, FirstWait: 10 * time.Second}, // one lookup, not a schedule
+	} {
+		before := lookups()
+		_, err = b.env.ExecuteActivity(b.acts.Status, in)
+		if err != nil {
+			require.ErrorAs(t, err, &appErr)
+			require.Equal(t, ErrNotFinal, appErr.Type())
+			require.Zero(t, appErr.NextRetryDelay())
+		}
+		require.Equal(t, before+1, lookups(), "%+v looks at once", in)
+	}
 }

@@ -49,6 +49,13 @@ type Policy struct {
 	// ReconcileRetry is how often a run awaiting a decision because its
 	// reconciliation failed tries the search again. Default 10 minutes.
 	ReconcileRetry time.Duration `json:"reconcileRetry"`
+	// LookupsPaced says that the provider's status lookups are held to a
+	// fleet-wide rate (its lookup task queue has a rate limit), where
+	// every dispatch of a lookup counts, even one that asks nothing. A run
+	// then waits for its first lookup on a timer; otherwise the lookup
+	// activity's first attempt is the wait (StatusInput.FirstWait). The
+	// worker sets it from the provider's rate limit.
+	LookupsPaced bool `json:"lookupsPaced,omitempty"`
 }
 
 // AttemptSlack is what the send activity needs beyond the HTTP attempt:

@@ -5,7 +5,9 @@ package activities
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/acme/smsorch/internal/tracing"
@@ -20,12 +22,21 @@ type StatusInput struct {
 	// one activity and no workflow task for every lookup until the
 	// status is final.
 	UntilFinal bool `json:"untilFinal,omitempty"`
+	// FirstWait, with UntilFinal, is the wait before the first lookup:
+	// the activity's first attempt asks the provider nothing and fails
+	// ErrNotFinal with this as its retry delay, so the run schedules the
+	// lookups in the workflow task that recorded the acceptance, with no
+	// timer and no workflow task for the wait.
+	FirstWait time.Duration `json:"firstWait,omitempty"`
 }
 
 // Status returns the provider's current record of a message.
 func (a *Activities) Status(ctx context.Context, in StatusInput) (provider.Message, error) {
 	c, err := a.client(in.Provider)
 	if err != nil {
+		return provider.Message{}, err
+	}
+	if err := FirstWait(ctx, in); err != nil {
 		return provider.Message{}, err
 	}
 	m, err := c.Get(ctx, in.MessageID)
@@ -45,4 +56,17 @@ func (a *Activities) Status(ctx context.Context, in StatusInput) (provider.Messa
 func lean(m provider.Message) provider.Message {
 	m.To, m.Text = "", ""
 	return m
+}
+
+// FirstWait is the first attempt of a lookup that waits first
+// (StatusInput.FirstWait): an ErrNotFinal whose retry delay is the wait,
+// and nil for every other attempt and lookup. Status calls it before it
+// asks the provider; a test's stand-in for Status calls it too.
+func FirstWait(ctx context.Context, in StatusInput) error {
+	if !in.UntilFinal || in.FirstWait <= 0 || activity.GetInfo(ctx).Attempt != 1 {
+		return nil
+	}
+	return temporal.NewApplicationErrorWithOptions(
+		fmt.Sprintf("message %s: first lookup in %s, on the tracking schedule", in.MessageID, in.FirstWait),
+		ErrNotFinal, temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign, NextRetryDelay: in.FirstWait})
 }

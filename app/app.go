@@ -185,7 +185,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	if err != nil {
 		return nil, err
 	}
-	a.Activities = &activities.Activities{Providers: providers, Policies: cfg.Policies, Ledger: a.Ledger, Logger: log.Named("activities")}
+	a.Activities = &activities.Activities{Providers: providers, Policies: pacedLookups(cfg.Policies, cfg.RateLimits), Ledger: a.Ledger, Logger: log.Named("activities")}
 	tuning := cfg.Tuning()
 	if err := tuning.Apply(); err != nil {
 		return nil, err

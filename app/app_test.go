@@ -1007,3 +1007,22 @@ func TestTheIntakeClientRateIsApplied(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "past a budget of 10 a minute, bursts of 1")
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 }
+
+// TestLookupsArePacedWhereAProviderHasALimit: the policy a run receives
+// says whether its provider's lookups are rate limited, so the run spends
+// no dispatch of that queue on its first wait; the policy's own settings
+// stay.
+func TestLookupsArePacedWhereAProviderHasALimit(t *testing.T) {
+	t.Parallel()
+	own := activities.Policy{StatusPollInitial: 3 * time.Second}
+	got := pacedLookups(map[provider.Name]activities.Policy{provider.Bird: own}, DefaultRateLimits)
+	require.True(t, got[provider.Sendy].LookupsPaced, "Sendy's default limit paces its lookups")
+	require.False(t, got[provider.Bird].LookupsPaced, "Bird publishes no limit")
+	require.Equal(t, 3*time.Second, got[provider.Bird].StatusPollInitial)
+	require.Equal(t, activities.DefaultPolicy().StatusPollInitial, got[provider.Sendy].WithDefaults().StatusPollInitial)
+
+	got = pacedLookups(map[provider.Name]activities.Policy{provider.Sendy: own}, map[provider.Name]int{provider.Sendy: 0, provider.Bird: 600})
+	require.False(t, got[provider.Sendy].LookupsPaced, "no limit, no pacing")
+	require.True(t, got[provider.Bird].LookupsPaced)
+	require.Equal(t, 3*time.Second, got[provider.Sendy].StatusPollInitial)
+}

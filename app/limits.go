@@ -46,6 +46,24 @@ func QueueRates(perMinute int) (send, lookup float64, err error) {
 	return budget * 3 / 4, budget / 4, nil
 }
 
+// pacedLookups marks the policy of each provider with a rate limit
+// LookupsPaced: its lookup queue is rate limited, so a run spends no
+// dispatch of it on the wait before its first lookup.
+func pacedLookups(policies map[provider.Name]activities.Policy, limits map[provider.Name]int) map[provider.Name]activities.Policy {
+	out := make(map[provider.Name]activities.Policy, len(policies)+len(limits))
+	for p, pol := range policies {
+		out[p] = pol
+	}
+	for p, perMinute := range limits {
+		if perMinute > 0 {
+			pol := out[p]
+			pol.LookupsPaced = true
+			out[p] = pol
+		}
+	}
+	return out
+}
+
 // StartWorkers starts what one worker process polls: the workflow and
 // every activity on queue (runs from before the provider queues
 // schedule their sends there), and each configured provider's queues

@@ -51,6 +51,13 @@ var policy = activities.Policy{
 	ReconcileRetry:    2 * time.Second,
 }
 
+// pacedPolicy is Sendy's: its lookups are treated as paced, as a fleet
+// with its rate limit has them (the suite runs it without, so Sendy's
+// limit holds no test back), and so the suite tracks delivery both ways:
+// Bird's first wait is the lookup activity's first attempt, Sendy's a
+// timer.
+var pacedPolicy = func() activities.Policy { p := policy; p.LookupsPaced = true; return p }()
+
 var stack *app.App
 
 func TestMain(m *testing.M) {
@@ -83,7 +90,7 @@ func run(m *testing.M) int {
 		FrontendAddress: "127.0.0.1:0", UIAddress: "127.0.0.1:0", SimulatorAddress: "127.0.0.1:0", IntakeAddress: "127.0.0.1:0",
 		Simulator:      simulator.Config{DeliveryDelay: 300 * time.Millisecond, SendyRateLimit: -1, Seed: 11},
 		AttemptTimeout: policy.AttemptTimeout,
-		Policies:       map[provider.Name]activities.Policy{provider.Bird: policy, provider.Sendy: policy},
+		Policies:       map[provider.Name]activities.Policy{provider.Bird: policy, provider.Sendy: pacedPolicy},
 		// The simulator above has no Sendy limit; neither has the fleet.
 		RateLimits: map[provider.Name]int{provider.Sendy: 0},
 	}, log)

@@ -440,7 +440,7 @@ func TestADeliveredRunHasALeanHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, contract.Delivered, res.State)
 	it := stack.Client.GetWorkflowHistory(context.Background(), started.Key, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	events, markers, upserts, tasks := 0, 0, 0, map[string]int{}
+	events, markers, upserts, timers, workflowTasks, tasks := 0, 0, 0, 0, 0, map[string]int{}
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(t, err)
@@ -452,6 +452,10 @@ func TestADeliveredRunHasALeanHistory(t *testing.T) {
 			upserts++
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			tasks[ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()]++
+		case enumspb.EVENT_TYPE_TIMER_STARTED:
+			timers++
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			workflowTasks++
 		}
 	}
 	require.Equal(t, map[string]int{"Send": 1, "Status": 1}, tasks, "only the provider's calls are activity tasks")
@@ -459,6 +463,10 @@ func TestADeliveredRunHasALeanHistory(t *testing.T) {
 	// The SDK's own upsert of the version, then Accepted and Delivered:
 	// the start set Sending, the provider and the key.
 	require.LessOrEqual(t, upserts, 3, "the start set the attributes; only changes are upserted")
-	require.LessOrEqual(t, events, 28, "40 before versionLeanHistory")
-	t.Logf("a delivered run: %d history events, %d markers, %d upserts", events, markers, upserts)
+	// Since versionFirstWaitInLookup the lookups are scheduled in the
+	// task that records the acceptance: no timer before the first one.
+	require.Zero(t, timers, "the first wait is the lookup activity's first attempt")
+	require.LessOrEqual(t, workflowTasks, 3, "start, acceptance, delivery: four before versionFirstWaitInLookup")
+	require.LessOrEqual(t, events, 23, "28 before versionFirstWaitInLookup, 40 before versionLeanHistory")
+	t.Logf("a delivered run: %d history events, %d workflow tasks, %d markers, %d upserts", events, workflowTasks, markers, upserts)
 }

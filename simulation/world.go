@@ -116,7 +116,12 @@ func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
 	}
 	policies := map[provider.Name]activities.Policy{}
 	for _, p := range provider.Names {
-		policies[p] = sc.Policy
+		pol := sc.Policy
+		// As a fleet has it by default: Sendy's lookups are held to its
+		// rate limit, Bird's are not, so the runs wait for the first
+		// lookup both ways (a timer, the lookup's own first attempt).
+		pol.LookupsPaced = p == provider.Sendy
+		policies[p] = pol
 	}
 	w.acts = &activities.Activities{
 		Providers: map[provider.Name]provider.Client{provider.Bird: bc, provider.Sendy: sc2},

@@ -275,7 +275,10 @@ func TestADecisionDuringTheResendIsRefused(t *testing.T) {
 		}
 		return accepted("m-2", attempt, provider.Accepted), nil
 	})
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
 		if in.MessageID == "m-1" {
 			return provider.Message{ID: "m-1", Status: provider.StatusFailed}, nil
 		}
@@ -401,7 +404,10 @@ func TestAfterABlindResendAPlainResendOfAFailedDeliveryIsAccepted(t *testing.T) 
 	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		return activities.ReconcileOutput{How: "sendy has no list endpoint"}, nil
 	})
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
 		if h.env.Now().Sub(h.start) < 5*time.Hour {
 			return provider.Message{ID: in.MessageID, Status: provider.StatusFailed}, nil
 		}
@@ -427,7 +433,10 @@ func TestAResendWaitsForAHungAttemptBeforeSending(t *testing.T) {
 	h.prepared()
 	h.planResends()
 	h.unknownThenAccepted("m-2", "bird: unknown")
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
 		if in.MessageID == "m-2" {
 			return provider.Message{ID: "m-2", Status: provider.StatusFailed}, nil
 		}

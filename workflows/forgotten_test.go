@@ -381,7 +381,12 @@ func TestAReplayedFinalStatusIsTakenAsSuch(t *testing.T) {
 		out.Result.Status = provider.StatusDelivered
 		return out, nil
 	})
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(provider.Message{}, errors.New("sendy: status lookups are down")).Maybe()
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
+		return provider.Message{}, errors.New("sendy: status lookups are down")
+	}).Maybe()
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)

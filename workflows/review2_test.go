@@ -55,7 +55,10 @@ func (h *harness) review2Prepare(takeover activities.PrepareOutput) *int {
 
 // review2StatusByID mocks Status with a status per message id.
 func (h *harness) review2StatusByID(by map[string]provider.Status) {
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
 		s, ok := by[in.MessageID]
 		if !ok {
 			s = provider.StatusDelivered

@@ -199,7 +199,12 @@ func TestReview7bAnUnconfirmedThatKnowsNothingNewReplacesACancelOfTheSameMessage
 	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
 		return accepted("m-1", attempt, provider.Accepted), nil
 	})
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(provider.Message{}, errors.New("bird: 503 on the message endpoint"))
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
+		return provider.Message{}, errors.New("bird: 503 on the message endpoint")
+	})
 	h.run()
 	res, _ := h.result()
 	require.Equal(t, "m-1", h.settled.MessageID)

@@ -345,7 +345,10 @@ func TestReviewAFailedThenResentMessageIsNoDuplicate(t *testing.T) {
 	})
 	var mu sync.Mutex
 	st := 0
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		st++

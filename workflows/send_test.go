@@ -139,7 +139,10 @@ func failAttempt(outcome provider.Outcome, attempt int32, mutate ...func(*provid
 func (h *harness) statuses(ss ...provider.Status) {
 	var mu sync.Mutex
 	i := 0
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		s := ss[min(i, len(ss)-1)]
@@ -259,49 +262,75 @@ func TestAcceptedThenDelivered(t *testing.T) {
 // Since versionLeanHistory the run tracks delivery with one Status
 // activity whose retries are the polling schedule (10 s, then 20 s and
 // 40 s later): a lookup that finds the status not final yet costs no
-// workflow task and leaves no failure in the timeline.
+// workflow task and leaves no failure in the timeline. Since
+// versionFirstWaitInLookup the first 10 s are the activity's first
+// attempt, not a timer, unless the provider's lookups are paced, where
+// that attempt would spend a dispatch of the rate-limited queue.
 func TestDeliveryIsTrackedByOneActivityWhoseRetriesPoll(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
-	var mu sync.Mutex
-	var attempts []int32
-	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.ActivityType.Name == "Status" {
-			mu.Lock()
-			defer mu.Unlock()
-			attempts = append(attempts, info.Attempt)
-		}
-	})
-	ss := []provider.Status{provider.StatusSent, provider.StatusSent, provider.StatusDelivered}
-	var calls []activities.StatusInput
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls = append(calls, in)
-		s := ss[min(len(calls)-1, len(ss)-1)]
-		if in.UntilFinal && !s.Final() {
-			return provider.Message{}, temporal.NewApplicationErrorWithOptions("not final", activities.ErrNotFinal,
-				temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
-		}
-		return provider.Message{ID: in.MessageID, Status: s}, nil
-	})
-	h.run()
-	res, err := h.result()
-	require.NoError(t, err)
-	require.Equal(t, contract.Delivered, res.State)
-	require.Len(t, calls, 3)
-	for _, c := range calls {
-		require.True(t, c.UntilFinal, "every lookup asks for a final status")
+	for _, tc := range []struct {
+		paced    bool
+		attempts []int32
+		timers   int
+	}{
+		{paced: false, attempts: []int32{1, 2, 3, 4}, timers: 0}, // the first attempt is the first wait
+		{paced: true, attempts: []int32{1, 2, 3}, timers: 1},
+	} {
+		t.Run(fmt.Sprintf("paced=%v", tc.paced), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.policy.LookupsPaced = tc.paced
+			h.prepared()
+			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+				return accepted("m-1", attempt, provider.Accepted), nil
+			})
+			var mu sync.Mutex
+			var attempts []int32
+			timers := 0
+			h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+				if info.ActivityType.Name == "Status" {
+					mu.Lock()
+					defer mu.Unlock()
+					attempts = append(attempts, info.Attempt)
+				}
+			})
+			h.env.SetOnTimerScheduledListener(func(string, time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				timers++
+			})
+			ss := []provider.Status{provider.StatusSent, provider.StatusSent, provider.StatusDelivered}
+			var calls []activities.StatusInput
+			h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+				if err := activities.FirstWait(ctx, in); err != nil {
+					return provider.Message{}, err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, in)
+				s := ss[min(len(calls)-1, len(ss)-1)]
+				if in.UntilFinal && !s.Final() {
+					return provider.Message{}, temporal.NewApplicationErrorWithOptions("not final", activities.ErrNotFinal,
+						temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign})
+				}
+				return provider.Message{ID: in.MessageID, Status: s}, nil
+			})
+			h.run()
+			res, err := h.result()
+			require.NoError(t, err)
+			require.Equal(t, contract.Delivered, res.State)
+			require.Len(t, calls, 3, "three lookups ask the provider")
+			for _, c := range calls {
+				require.True(t, c.UntilFinal, "every lookup asks for a final status")
+			}
+			require.Equal(t, tc.attempts, attempts, "one activity, retried: not three")
+			require.Equal(t, tc.timers, timers)
+			require.WithinDuration(t, h.start.Add(70*time.Second), h.env.Now(), time.Second)
+			s := h.query()
+			require.True(t, timelineHas(s, "message m-1 is delivered"))
+			require.False(t, timelineHas(s, "status lookup"), "a status not final yet is not a failure")
+		})
 	}
-	require.Equal(t, []int32{1, 2, 3}, attempts, "one activity, retried: not three")
-	require.WithinDuration(t, h.start.Add(70*time.Second), h.env.Now(), time.Second)
-	s := h.query()
-	require.True(t, timelineHas(s, "message m-1 is delivered"))
-	require.False(t, timelineHas(s, "status lookup"), "a status not final yet is not a failure")
 }
 
 // A message whose status never becomes final: the run stops looking at
@@ -317,7 +346,10 @@ func TestTrackingEndsAtTheLimitWithTheLastStatusSeen(t *testing.T) {
 	})
 	var mu sync.Mutex
 	lookups := 0
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		lookups++
@@ -543,7 +575,10 @@ func TestFailedDeliveryThenResendInsideTheWindowSkipsReconcile(t *testing.T) {
 		return accepted("m-2", attempt, provider.Accepted), nil
 	})
 	var mu sync.Mutex
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if in.MessageID == "m-1" {
@@ -802,7 +837,10 @@ func TestResendAfterFailureFollowsTheLiveMessageFound(t *testing.T) {
 	})
 	var mu sync.Mutex
 	var tracked []string
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StatusInput) (provider.Message, error) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		tracked = append(tracked, in.MessageID)

@@ -32,7 +32,7 @@ func (r *run) track() (contract.State, bool) {
 			return next, false
 		}
 	}
-	for {
+	for first := true; ; first = false {
 		left := limit.Sub(workflow.Now(r.ctx))
 		if left <= 0 {
 			r.st.Reason = fmt.Sprintf("accepted as message %s; delivery not confirmed within %s (last status %s)", id, r.policy.TrackingLimit, r.st.DeliveryStatus)
@@ -48,20 +48,29 @@ func (r *run) track() (contract.State, bool) {
 		if r.recheckPending() {
 			wait = max(min(wait, r.recheckAt.Sub(workflow.Now(r.ctx))), 0)
 		}
-		_ = workflow.Sleep(r.ctx, wait)
-		if r.recheckPending() && !workflow.Now(r.ctx).Before(r.recheckAt) {
-			r.recheck("while tracking delivery")
-		}
-		interval = min(2*interval, r.policy.StatusPollMax)
 		var m provider.Message
 		var err error
-		if r.since(versionLeanHistory) {
+		switch {
+		case first && r.since(versionFirstWaitInLookup) && !r.policy.LookupsPaced && !r.recheckPending() && left-wait >= time.Second:
+			// The wait is the lookup activity's first attempt: no timer,
+			// and no workflow task before the first lookup. The lookups
+			// keep their schedule (wait, then the doubled intervals).
+			m, err = r.lookUntilFinal(id, limit, interval, wait)
+			interval = min(2*interval, r.policy.StatusPollMax)
+			r.lastStatus(err)
+		case r.since(versionLeanHistory):
+			_ = workflow.Sleep(r.ctx, wait)
+			r.recheckIfDue()
+			interval = min(2*interval, r.policy.StatusPollMax)
 			if limit.Sub(workflow.Now(r.ctx)) < time.Second {
 				continue // the limit is reached: the loop's start ends the run
 			}
-			m, err = r.lookUntilFinal(id, limit, interval)
+			m, err = r.lookUntilFinal(id, limit, interval, 0)
 			r.lastStatus(err)
-		} else {
+		default:
+			_ = workflow.Sleep(r.ctx, wait)
+			r.recheckIfDue()
+			interval = min(2*interval, r.policy.StatusPollMax)
 			err = workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.st.Provider, MessageID: id}).Get(ctx, &m)
 		}
 		if err != nil {
@@ -77,6 +86,14 @@ func (r *run) track() (contract.State, bool) {
 		if next, final := r.finalStatus(id, m.Status); final {
 			return next, false
 		}
+	}
+}
+
+// recheckIfDue makes the look for a late effect that is due while the
+// run tracks delivery.
+func (r *run) recheckIfDue() {
+	if r.recheckPending() && !workflow.Now(r.ctx).Before(r.recheckAt) {
+		r.recheck("while tracking delivery")
 	}
 }
 
@@ -102,14 +119,20 @@ func (r *run) finalStatus(id string, s provider.Status) (contract.State, bool) {
 // Status activity whose retries, first after interval and then doubling
 // up to StatusPollMax, are the polling schedule: no workflow task for a
 // lookup that finds nothing new. It ends at the tracking limit, or
-// earlier when the late look for a second message is due.
-func (r *run) lookUntilFinal(id string, limit time.Time, interval time.Duration) (provider.Message, error) {
+// earlier when the late look for a second message is due. With a
+// firstWait the first attempt only waits (StatusInput.FirstWait): the
+// first lookup comes firstWait later, the next interval after it.
+func (r *run) lookUntilFinal(id string, limit time.Time, interval, firstWait time.Duration) (provider.Message, error) {
 	now := workflow.Now(r.ctx)
 	budget := limit.Sub(now)
 	if r.recheckPending() {
 		if d := r.recheckAt.Sub(now); d > 0 && d < budget {
 			budget = d
 		}
+	}
+	attempts := int64(budget/interval) + 2
+	if firstWait > 0 {
+		attempts++ // the wait's own
 	}
 	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
@@ -118,11 +141,12 @@ func (r *run) lookUntilFinal(id string, limit time.Time, interval time.Duration)
 			InitialInterval: interval, BackoffCoefficient: 2, MaximumInterval: r.policy.StatusPollMax,
 			// The budget ends the lookups; the cap is explicit because 0
 			// means 10 in the SDK's test environment.
-			MaximumAttempts: int32(min(int64(budget/interval)+2, math.MaxInt32)),
+			MaximumAttempts: int32(min(attempts, math.MaxInt32)),
 		},
 	}, contract.PurposeLookup))
 	var m provider.Message
-	err := workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.st.Provider, MessageID: id, UntilFinal: true}).Get(ctx, &m)
+	in := activities.StatusInput{Provider: r.st.Provider, MessageID: id, UntilFinal: true, FirstWait: firstWait}
+	err := workflow.ExecuteActivity(ctx, a.Status, in).Get(ctx, &m)
 	return m, err
 }
 

@@ -82,8 +82,15 @@ const (
 	// run later. A Temporal cancellation request is not a copy
 	// and needs neither.
 	versionBoundDecisions workflow.Version = 8
+	// versionFirstWaitInLookup: the wait before the first status lookup
+	// is the lookup activity's first attempt (StatusInput.FirstWait, a
+	// retry delay) where the provider's lookups are not paced, so the
+	// lookups are scheduled in the workflow task that records the
+	// acceptance: a delivered run is three workflow tasks and no timer
+	// instead of four and a timer. The lookups keep their schedule.
+	versionFirstWaitInLookup workflow.Version = 9
 	// latestVersion is what new runs follow.
-	latestVersion = versionBoundDecisions
+	latestVersion = versionFirstWaitInLookup
 
 	// minSupportedVersion is the oldest version a run of which may still
 	// exist. Retiring version N (raising this to N+1) is allowed once
