@@ -50,28 +50,26 @@ func (r *run) track() (contract.State, bool) {
 		}
 		var m provider.Message
 		var err error
-		switch {
-		case first && r.since(versionFirstWaitInLookup) && !r.policy.LookupsPaced && !r.recheckPending() && left-wait >= time.Second:
+		if first && r.since(versionFirstWaitInLookup) && !r.policy.LookupsPaced && !r.recheckPending() && left-wait >= time.Second {
 			// The wait is the lookup activity's first attempt: no timer,
 			// and no workflow task before the first lookup. The lookups
 			// keep their schedule (wait, then the doubled intervals).
 			m, err = r.lookUntilFinal(id, limit, interval, wait)
 			interval = min(2*interval, r.policy.StatusPollMax)
-			r.lastStatus(err)
-		case r.since(versionLeanHistory):
+		} else {
 			_ = workflow.Sleep(r.ctx, wait)
-			r.recheckIfDue()
-			interval = min(2*interval, r.policy.StatusPollMax)
-			if limit.Sub(workflow.Now(r.ctx)) < time.Second {
-				continue // the limit is reached: the loop's start ends the run
+			if r.recheckPending() && !workflow.Now(r.ctx).Before(r.recheckAt) {
+				r.recheck("while tracking delivery")
 			}
-			m, err = r.lookUntilFinal(id, limit, interval, 0)
-			r.lastStatus(err)
-		default:
-			_ = workflow.Sleep(r.ctx, wait)
-			r.recheckIfDue()
 			interval = min(2*interval, r.policy.StatusPollMax)
-			err = workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.st.Provider, MessageID: id}).Get(ctx, &m)
+			if r.since(versionLeanHistory) {
+				if limit.Sub(workflow.Now(r.ctx)) < time.Second {
+					continue // the limit is reached: the loop's start ends the run
+				}
+				m, err = r.lookUntilFinal(id, limit, interval, 0)
+			} else {
+				err = workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.st.Provider, MessageID: id}).Get(ctx, &m)
+			}
 		}
 		if err != nil {
 			if !notFinalYet(err) {
@@ -86,14 +84,6 @@ func (r *run) track() (contract.State, bool) {
 		if next, final := r.finalStatus(id, m.Status); final {
 			return next, false
 		}
-	}
-}
-
-// recheckIfDue makes the look for a late effect that is due while the
-// run tracks delivery.
-func (r *run) recheckIfDue() {
-	if r.recheckPending() && !workflow.Now(r.ctx).Before(r.recheckAt) {
-		r.recheck("while tracking delivery")
 	}
 }
 
@@ -121,7 +111,9 @@ func (r *run) finalStatus(id string, s provider.Status) (contract.State, bool) {
 // lookup that finds nothing new. It ends at the tracking limit, or
 // earlier when the late look for a second message is due. With a
 // firstWait the first attempt only waits (StatusInput.FirstWait): the
-// first lookup comes firstWait later, the next interval after it.
+// first lookup comes firstWait later, the next interval after it. A
+// lookup that ran out of its budget leaves the last status it saw in
+// the run (lastStatus).
 func (r *run) lookUntilFinal(id string, limit time.Time, interval, firstWait time.Duration) (provider.Message, error) {
 	now := workflow.Now(r.ctx)
 	budget := limit.Sub(now)
@@ -147,6 +139,7 @@ func (r *run) lookUntilFinal(id string, limit time.Time, interval, firstWait tim
 	var m provider.Message
 	in := activities.StatusInput{Provider: r.st.Provider, MessageID: id, UntilFinal: true, FirstWait: firstWait}
 	err := workflow.ExecuteActivity(ctx, a.Status, in).Get(ctx, &m)
+	r.lastStatus(err)
 	return m, err
 }
 
