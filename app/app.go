@@ -67,19 +67,21 @@ type App struct {
 	// the codec server serve them too).
 	HealthURL string
 
-	stopWorkers func()
-	stopPurge   func()
-	purgeDone   chan struct{}
-	intake      *http.Server
-	codec       *http.Server
-	uiURL       atomic.Value // the embedded UI's URL, for the codec server's CORS
-	client      atomic.Value // Client, for the metrics endpoint
-	metrics     *metrics.Exporter
-	metricsSrv  *http.Server
-	health      *health
-	healthSrv   *http.Server
-	started     atomic.Bool
-	stopped     bool
+	workers *Workers
+	// oldWatchStop ends watchOldQueues.
+	oldWatchStop chan struct{}
+	stopPurge    func()
+	purgeDone    chan struct{}
+	intake       *http.Server
+	codec        *http.Server
+	uiURL        atomic.Value // the embedded UI's URL, for the codec server's CORS
+	client       atomic.Value // Client, for the metrics endpoint
+	metrics      *metrics.Exporter
+	metricsSrv   *http.Server
+	health       *health
+	healthSrv    *http.Server
+	started      atomic.Bool
+	stopped      bool
 }
 
 // Start brings the process up; on error everything started is stopped.
@@ -190,9 +192,20 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	if err := tuning.Apply(); err != nil {
 		return nil, err
 	}
-	if a.stopWorkers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, cfg.RateLimits, tuning); err != nil {
+	// Runs from before version 10 wait on the provider queues of one
+	// purpose each: poll those too while any is open.
+	oldRuns, countErr := a.oldQueueRuns(ctx)
+	oldQueues := countErr != nil || oldRuns > 0
+	switch {
+	case countErr != nil:
+		log.Warn("cannot tell whether runs from before version 10 are open: polling their provider queues too, with a share of each rate limit", zap.Error(countErr))
+	case oldRuns > 0:
+		log.Info("runs from before version 10 are open: their provider queues take a share of each rate limit until the workers restart after they closed", zap.Int64("runs", oldRuns))
+	}
+	if a.workers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, cfg.queueLimits(oldQueues), tuning); err != nil {
 		return nil, err
 	}
+	a.watchOldQueues(oldQueues)
 	if cfg.IntakeAddress != Off {
 		if err := a.serveIntake(); err != nil {
 			return nil, err
@@ -200,6 +213,61 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	}
 	a.started.Store(true)
 	return a, nil
+}
+
+// oldQueuesQuery finds the open runs whose provider activities wait on
+// the provider queues of one purpose each (versions 3 to 9).
+var oldQueuesQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND TemporalChangeVersion IN (%s)`,
+	contract.WorkflowName, `"`+strings.Join(workflows.OldProviderQueueVersions(), `", "`)+`"`)
+
+// oldQueueRuns counts the open runs from before version 10, whose
+// provider activities go to the old queues.
+func (a *App) oldQueueRuns(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := a.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: a.Namespace, Query: oldQueuesQuery})
+	return resp.GetCount(), err
+}
+
+// watchOldQueues counts the runs from before version 10 every
+// oldQueuesCheck. Where the workers started without their queues and
+// some turn up (an old worker of a rolling deploy started them), it
+// starts polling those queues at a trickle and says to restart; where
+// the workers poll them and none is left, it says a restart gives the
+// provider queues the whole of each limit.
+func (a *App) watchOldQueues(polled bool) {
+	a.oldWatchStop = make(chan struct{})
+	stop := a.oldWatchStop
+	go func() {
+		every := a.Config.oldQueuesCheck
+		if every == 0 {
+			every = time.Minute
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			n, err := a.oldQueueRuns(context.Background())
+			switch {
+			case err != nil:
+				a.Log.Debug("counting the runs from before version 10", zap.Error(err))
+			case !polled && n > 0:
+				a.Log.Warn("runs from before version 10 turned up, and their provider queues were not polled: polling them now at one request a minute each, which may pass a provider's limit by a few requests a minute; restart the workers to give them their share", zap.Int64("runs", n))
+				if err := a.workers.PollOldQueues(); err != nil {
+					a.Log.Error("polling the provider queues of runs from before version 10", zap.Error(err))
+					continue
+				}
+				polled = true
+			case polled && n == 0:
+				a.Log.Info("no run from before version 10 is open: restart the workers to give each provider's queue the whole of its rate limit")
+				return
+			}
+		}
+	}()
 }
 
 // temporalReachable asks the frontend's health service.
@@ -421,7 +489,10 @@ func (a *App) Banner() string {
 		queues := []string{contract.TaskQueue}
 		for _, p := range provider.Names {
 			if _, ok := a.Activities.Providers[p]; ok {
-				queues = append(queues, contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeSend), contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeLookup))
+				queues = append(queues, contract.ProviderQueue(contract.TaskQueue, string(p)))
+				if a.workers != nil && a.workers.oldQueues() {
+					queues = append(queues, contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeSend), contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeLookup))
+				}
 			}
 		}
 		fmt.Fprintf(&b, "  Task queues:        %s\n", strings.Join(queues, ", "))
@@ -456,12 +527,15 @@ func (a *App) Stop() error {
 		defer cancel()
 		intakeDone <- a.intake.Shutdown(ctx)
 	}()
-	if a.stopWorkers != nil {
+	if a.oldWatchStop != nil {
+		close(a.oldWatchStop)
+	}
+	if a.workers != nil {
 		// No new tasks; sends in flight finish and are recorded (up to
 		// StopTimeout) while the ledger, the client and the simulator are
 		// still there.
 		a.Log.Info("stopping: waiting for activities in flight", zap.Duration("up-to", a.Config.StopTimeout))
-		a.stopWorkers()
+		a.workers.Stop()
 	}
 	errs = append(errs, <-intakeDone)
 	if a.codec != nil {

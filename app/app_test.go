@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"math/big"
@@ -30,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -37,6 +39,8 @@ import (
 	"go.temporal.io/api/proxy"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -51,6 +55,7 @@ import (
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/starter"
+	"github.com/acme/smsorch/workflows"
 )
 
 func TestFlagsAndEnvironment(t *testing.T) {
@@ -599,33 +604,122 @@ func TestDevBannerNamesTheUI(t *testing.T) {
 	require.NoError(t, a.Stop(), "a second Stop is harmless")
 }
 
+// Runs from before version 10 wait on the provider queues of one
+// purpose each. A process polls those too while such a run is open: from
+// its start when one is open then, and within a check when one turns up
+// later (an old worker of a rolling deploy started it). A run of version
+// 10 does not count.
+func TestOldProviderQueuesArePolledWhileOldRunsAreOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := Config{
+		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: Off, SimulatorAddress: "127.0.0.1:0", IntakeAddress: Off,
+		oldQueuesCheck: 200 * time.Millisecond,
+	}
+	a, err := Start(ctx, cfg, zap.NewNop())
+	require.NoError(t, err)
+	defer func() { _ = a.Stop() }()
+	require.False(t, a.workers.oldQueues(), "a new stack has no run from before version 10")
+	pollers := func(c client.Client, queue string) int {
+		resp, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		require.NoError(t, err)
+		return len(resp.GetPollers())
+	}
+	polled := func(c client.Client, queue string) func() bool {
+		return func() bool { return pollers(c, queue) > 0 }
+	}
+	require.Eventually(t, polled(a.Client, contract.ProviderQueue(contract.TaskQueue, "sendy")), 10*time.Second, 50*time.Millisecond, "the provider's queue is polled")
+
+	// Stand-ins for SendSMS on a queue of their own: each records its
+	// version as SendSMS does (the SDK's TemporalChangeVersion), then
+	// waits.
+	standIn := func(c client.Client, v workflow.Version) (id string, stop func()) {
+		queue := "stand-in-" + uuid.NewString()
+		w := worker.New(c, queue, worker.Options{})
+		w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+			workflow.GetVersion(ctx, workflows.VersionChange, workflow.DefaultVersion, v)
+			workflow.GetSignalChannel(ctx, "end").Receive(ctx, nil)
+			return nil
+		}, workflow.RegisterOptions{Name: contract.WorkflowName})
+		require.NoError(t, w.Start())
+		id = fmt.Sprintf("stand-in-v%d-%s", v, uuid.NewString())
+		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, contract.WorkflowName)
+		require.NoError(t, err)
+		return id, w.Stop
+	}
+	count := func(a *App) int64 {
+		n, err := a.oldQueueRuns(ctx)
+		require.NoError(t, err)
+		return n
+	}
+	_, stopNew := standIn(a.Client, workflows.LatestVersion)
+	defer stopNew()
+	time.Sleep(time.Second)
+	require.Zero(t, count(a), "a run of the latest version waits on no old queue")
+	require.False(t, a.workers.oldQueues())
+
+	_, stopOld := standIn(a.Client, workflows.VersionBoundDecisions)
+	require.Eventually(t, func() bool { return count(a) == 1 }, 30*time.Second, 100*time.Millisecond, "a run of version 8 is counted once it recorded its version")
+	require.Eventually(t, a.workers.oldQueues, 10*time.Second, 50*time.Millisecond, "the process polls the old queues once such a run turns up")
+	for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
+		require.Eventually(t, polled(a.Client, contract.ProviderTaskQueue(contract.TaskQueue, "sendy", purpose)), 10*time.Second, 50*time.Millisecond, purpose)
+	}
+	stopOld()
+	require.NoError(t, a.Stop())
+
+	// A process started over the same data while the run is open polls
+	// the old queues from its start, with their share of each limit.
+	b, err := Start(ctx, cfg, zap.NewNop())
+	require.NoError(t, err)
+	defer func() { _ = b.Stop() }()
+	require.True(t, b.workers.oldQueues(), "polled from the start")
+	require.Equal(t, int64(1), count(b))
+}
+
 // The rates the provider queues get never let the server's limiter put
 // more than the limit into any 60 s: per partition, at most one second's
-// worth of burst plus 60 s of rate (Temporal 1.32's matcher), on a queue
-// split over four partitions.
+// worth of burst plus 60 s of rate (Temporal 1.32's matcher), summed over
+// the queues polled, on servers of one partition and of four.
 func TestQueueRatesStayWithinTheLimit(t *testing.T) {
 	t.Parallel()
-	for _, perMinute := range []int{12, 60, 100, 600} {
-		send, lookup, err := QueueRates(perMinute)
-		require.NoError(t, err)
-		require.InDelta(t, 3.0, send/lookup, 1e-9, "sends get three times the lookups' share")
-		const partitions = 4
-		worst := 0
-		for _, rate := range []float64{send, lookup} {
-			perPartition := rate / partitions
-			worst += partitions * (1 + int(math.Floor(61*perPartition)))
+	for _, partitions := range []int{1, 4} {
+		for _, old := range []bool{false, true} {
+			for _, perMinute := range []int{16, 60, 100, 600} {
+				r, err := QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: perMinute}, Partitions: partitions, OldQueues: old}.Rates(provider.Sendy)
+				require.NoError(t, err)
+				if old {
+					require.InDelta(t, 6.0, r.Queue/r.OldSend, 1e-9, "the provider queue gets six times an old queue's share")
+					require.Equal(t, r.OldSend, r.OldLookup)
+				} else {
+					require.Zero(t, r.OldSend+r.OldLookup, "no old queue polled")
+				}
+				worst := 0
+				for _, rate := range []float64{r.Queue, r.OldSend, r.OldLookup} {
+					if rate == 0 {
+						continue
+					}
+					perPartition := rate / float64(partitions)
+					worst += partitions * (1 + int(math.Floor(61*perPartition)))
+				}
+				require.LessOrEqual(t, worst, perMinute, "worst case in 60 s at %d a minute, %d partitions, old queues %v", perMinute, partitions, old)
+			}
 		}
-		require.LessOrEqual(t, worst, perMinute, "worst case in 60 s at %d a minute", perMinute)
 	}
-	send, lookup, err := QueueRates(60)
+	sendy := map[provider.Name]int{provider.Sendy: 60}
+	r, err := QueueLimits{PerMinute: sendy, Partitions: 1}.Rates(provider.Sendy)
 	require.NoError(t, err)
-	require.InDelta(t, 37.7, send*60, 0.1, "Sendy: sends a minute")
-	require.InDelta(t, 12.6, lookup*60, 0.1, "Sendy: lookups a minute")
-	_, _, err = QueueRates(10)
+	require.InDelta(t, 57.1, r.Queue*60, 0.1, "Sendy on one partition: requests a minute")
+	r, err = QueueLimits{PerMinute: sendy}.Rates(provider.Sendy)
+	require.NoError(t, err)
+	require.InDelta(t, 54.2, r.Queue*60, 0.1, "Sendy on the default four partitions: requests a minute")
+	r, err = QueueLimits{PerMinute: sendy, Partitions: 1, OldQueues: true}.Rates(provider.Sendy)
+	require.NoError(t, err)
+	require.InDelta(t, 41.4, r.Queue*60, 0.1, "Sendy beside the old queues: requests a minute")
+	_, err = QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: 15}, OldQueues: true}.Rates(provider.Sendy)
 	require.ErrorContains(t, err, "leaves no room")
-	send, lookup, err = QueueRates(0)
+	r, err = QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: 0}}.Rates(provider.Sendy)
 	require.NoError(t, err)
-	require.Zero(t, send+lookup, "0 is no limit")
+	require.Zero(t, r, "0 is no limit")
 }
 
 // selfSigned writes a certificate for 127.0.0.1 and its key.

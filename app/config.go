@@ -187,6 +187,14 @@ type Config struct {
 	// fleet (0: none); default DefaultRateLimits. Every worker must give
 	// the same: the server enforces the last one a worker sent.
 	RateLimits map[provider.Name]int
+	// TaskQueuePartitions is the partitions of a task queue on the
+	// Temporal server, which the provider queues' rates leave room for
+	// (QueueLimits); default DefaultPartitions, 1 in dev mode (the
+	// embedded server runs one).
+	TaskQueuePartitions int
+	// oldQueuesCheck is how often the process counts the open runs from
+	// before version 10 (0: a minute); tests shorten it.
+	oldQueuesCheck time.Duration
 	// StopTimeout is how long a stopping worker waits for activities in
 	// flight (a send whose answer is on its way) to finish and be
 	// recorded; default 25 s (compose gives a stop 30 s).
@@ -280,6 +288,12 @@ func (c Config) WithDefaults() Config {
 		}
 	}
 	c.RateLimits = limits
+	if c.TaskQueuePartitions == 0 {
+		c.TaskQueuePartitions = DefaultPartitions
+		if c.Dev {
+			c.TaskQueuePartitions = 1
+		}
+	}
 	policies := map[provider.Name]activities.Policy{}
 	for _, p := range provider.Names {
 		pol := c.Policies[p]
@@ -288,6 +302,12 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Policies = policies
 	return c
+}
+
+// queueLimits are the provider queues' limits, with or without the old
+// queues of runs from before version 10.
+func (c Config) queueLimits(oldQueues bool) QueueLimits {
+	return QueueLimits{PerMinute: c.RateLimits, Partitions: c.TaskQueuePartitions, OldQueues: oldQueues}
 }
 
 // Tuning is how the process's Temporal workers poll and cache.
@@ -349,9 +369,14 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("sendy is configured but %s is empty: export the API token", EnvSendyToken))
 		}
 	}
-	for _, p := range provider.Names {
-		if _, _, err := QueueRates(c.RateLimits[p]); err != nil {
-			errs = append(errs, fmt.Errorf("--%s-rate-limit: %w", p, err))
+	if c.TaskQueuePartitions < 0 {
+		errs = append(errs, fmt.Errorf("--task-queue-partitions %d: give the partitions of a task queue on your Temporal server (matching.numTaskqueueReadPartitions, 4 unless set; 1 on the server of this project)", c.TaskQueuePartitions))
+	} else {
+		for _, p := range provider.Names {
+			// With the old queues, the most a limit must leave room for.
+			if _, err := c.queueLimits(true).Rates(p); err != nil {
+				errs = append(errs, fmt.Errorf("--%s-rate-limit: %w", p, err))
+			}
 		}
 	}
 	errs = append(errs, c.validateIntake())
@@ -604,6 +629,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 			return nil
 		})
 	}
+	fs.IntVar(&c.TaskQueuePartitions, "task-queue-partitions", 0, fmt.Sprintf("partitions of a task queue on the Temporal server (matching.numTaskqueueReadPartitions): the providers' rate limits leave room for each one's burst (default %d; 1 in dev mode and on this project's server, as docker-compose.yml runs it)", DefaultPartitions))
 	fs.DurationVar(&c.StopTimeout, "stop-timeout", DefaultStopTimeout, "on SIGTERM, how long to wait for sends in flight to finish and be recorded (a second signal exits at once)")
 	fs.IntVar(&c.StickyCacheSize, "sticky-cache", DefaultStickyCacheSize, "runs kept in memory between their workflow tasks (about 85 KB each); a run that left the cache replays its history at its next task")
 	fs.IntVar(&c.WorkflowPollers, "workflow-pollers", 0, "long polls per workflow task queue (0: the SDK's 2)")

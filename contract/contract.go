@@ -52,6 +52,24 @@ func ProviderTaskQueue(runQueue, provider, purpose string) string {
 	return runQueue + "-" + provider + "-" + purpose
 }
 
+// ProviderQueue is the one task queue of a provider's activities (runs
+// since SendSMS's version 10): "sms-sendy" for runs on "sms". Its sends,
+// status lookups and searches share one fleet-wide rate limit, and task
+// priorities order them: a search (PrioritySearch) before a send
+// (PrioritySend) before a status lookup (PriorityLookup), so sends use
+// what searches leave and lookups what both leave. Runs from before
+// keep the queues of ProviderTaskQueue, one a purpose.
+func ProviderQueue(runQueue, provider string) string {
+	return runQueue + "-" + provider
+}
+
+// Task priorities on a provider's queue (PriorityKey: 1 is served first).
+const (
+	PrioritySearch = 1
+	PrioritySend   = 2
+	PriorityLookup = 3
+)
+
 // WorkflowID is the run's id: the event key itself, so a second start of
 // the same event finds the first run.
 func WorkflowID(k keys.Key) string { return string(k) }

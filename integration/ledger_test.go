@@ -73,9 +73,9 @@ func TestTwoLedgersNeverSplitAnEvent(t *testing.T) {
 		require.NoError(t, w.Start())
 		t.Cleanup(w.Stop)
 		// The sends and lookups of runs on queue, beside it.
-		stop, err := app.StartProviderWorkers(c, queue, acts, map[provider.Name]int{}, app.Tuning{StopTimeout: time.Second})
+		pw, err := app.StartProviderWorkers(c, queue, acts, app.QueueLimits{}, app.Tuning{StopTimeout: time.Second})
 		require.NoError(t, err)
-		t.Cleanup(stop)
+		t.Cleanup(pw.Stop)
 	}
 
 	events := make([]contract.Input, 10)

@@ -45,7 +45,7 @@ func (c *counting) Get(ctx context.Context, id string) (provider.Message, error)
 // holds for the fleet, not per process.
 func TestABurstStaysWithinSendysLimitAcrossTwoWorkers(t *testing.T) {
 	t.Parallel()
-	const events = 50 // at the send budget (37.7 a minute) this lasts over a minute
+	const events = 70 // at Sendy's queue's rate (57.1 a minute) this lasts over a minute
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	pol := activities.DefaultPolicy()
@@ -68,12 +68,12 @@ func TestABurstStaysWithinSendysLimitAcrossTwoWorkers(t *testing.T) {
 	sc, err := sendy.New(sendy.Config{BaseURL: one.Sim.URL, Token: logging.Secret(one.Sim.Config().SendyToken), Sender: "SMS", Timeout: pol.AttemptTimeout})
 	require.NoError(t, err)
 	second := &counting{Client: sc}
-	stop, err := app.StartWorkers(one.Client, contract.TaskQueue, &activities.Activities{
+	w, err := app.StartWorkers(one.Client, contract.TaskQueue, &activities.Activities{
 		Providers: map[provider.Name]provider.Client{provider.Sendy: second},
 		Policies:  one.Config.Policies, Ledger: one.Ledger, Logger: zap.NewNop(),
-	}, one.Config.RateLimits, app.Tuning{StopTimeout: time.Second})
+	}, app.QueueLimits{PerMinute: one.Config.RateLimits, Partitions: one.Config.TaskQueuePartitions}, app.Tuning{StopTimeout: time.Second})
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	t.Cleanup(w.Stop)
 
 	st := starter.New(one.Client)
 	base := uniqueID()

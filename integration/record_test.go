@@ -203,6 +203,19 @@ func TestRecordHistories(t *testing.T) {
 		{"v9-failed-delivery-then-resend.json", func(t *testing.T) string {
 			return failedThenResent(t)
 		}},
+		// versionOneProviderQueue: a provider's activities on its one
+		// queue, by priority (searches, sends, lookups).
+		{"v10-bird-delivered.json", func(t *testing.T) string {
+			return finished(t, input(provider.Bird, newKey("shipped")))
+		}},
+		{"v10-sendy-paced-delivered.json", func(t *testing.T) string {
+			return finished(t, input(provider.Sendy, newKey("shipped")))
+		}},
+		{"v10-bird-down-reconcile-resend.json", func(t *testing.T) string {
+			in := downPastTheWindow(t, provider.Bird)
+			require.NoError(t, stack.Client.SignalWorkflow(ctx, in.Key, "", contract.SignalResend, decision(in.Key, map[string]any{"reason": "customer called", "by": "alice"})))
+			return ended(t, in.Key)
+		}},
 		{"v1-temporal-cancellation.json", func(t *testing.T) string {
 			in := downPastTheWindow(t, provider.Bird)
 			require.NoError(t, stack.Client.CancelWorkflow(ctx, in.Key, ""))

@@ -395,8 +395,8 @@ func resendWhileAHungAttemptLands(t *testing.T) contract.Input {
 }
 
 // checkProviderQueues reads the run's history as the server holds it:
-// sends on the provider's send queue, lookups on its lookup queue with
-// searches ahead of status lookups, the rest on the run's own queue.
+// the provider's activities on its one queue, searches ahead of sends
+// and sends ahead of status lookups, the rest on the run's own queue.
 func checkProviderQueues(t *testing.T, key string, p provider.Name) {
 	t.Helper()
 	it := stack.Client.GetWorkflowHistory(context.Background(), key, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -410,14 +410,11 @@ func checkProviderQueues(t *testing.T, key string, p provider.Name) {
 		}
 		name, queue := a.GetActivityType().GetName(), a.GetTaskQueue().GetName()
 		seen[name]++
+		priorities := map[string]int32{"Reconcile": contract.PrioritySearch, "Send": contract.PrioritySend, "Status": contract.PriorityLookup}
 		switch name {
-		case "Send":
-			require.Equal(t, contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeSend), queue)
-		case "Status", "Reconcile":
-			require.Equal(t, contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeLookup), queue, name)
-			if name == "Reconcile" {
-				require.EqualValues(t, 1, a.GetPriority().GetPriorityKey(), "a search goes before the status lookups")
-			}
+		case "Send", "Status", "Reconcile":
+			require.Equal(t, contract.ProviderQueue(contract.TaskQueue, string(p)), queue, name)
+			require.Equal(t, priorities[name], a.GetPriority().GetPriorityKey(), name)
 		default:
 			require.Equal(t, contract.TaskQueue, queue, name)
 		}

@@ -15,8 +15,10 @@ import (
 )
 
 // reconcilePriority puts searches of the provider's records before
-// status lookups (default priority 3) on the lookup queue.
-const reconcilePriority = 1
+// status lookups (default priority 3) on the lookup queue, and before
+// sends too on the one provider queue of runs since
+// versionOneProviderQueue.
+const reconcilePriority = contract.PrioritySearch
 
 // reconcile compares our records with the provider's for every key used.
 func (r *run) reconcile() (contract.State, bool) {

@@ -138,15 +138,29 @@ func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.Activ
 		if name == "" {
 			name = canonical(r.st.Provider)
 		}
-		o.TaskQueue = contract.ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, name, purpose)
+		return r.onQueueOf(o, name, purpose)
 	}
 	return o
 }
 
 // onQueueOf is onQueue for the activities of provider p, which may be
 // another than the one in use (a late look at a provider the run left).
+// Since versionOneProviderQueue every purpose shares the provider's one
+// queue, in the order of its priority: a priority set in o (a search's)
+// stands, a send goes before a status lookup.
 func (r *run) onQueueOf(o workflow.ActivityOptions, p, purpose string) workflow.ActivityOptions {
-	o.TaskQueue = contract.ProviderTaskQueue(workflow.GetInfo(r.ctx).TaskQueueName, canonical(p), purpose)
+	runQueue := workflow.GetInfo(r.ctx).TaskQueueName
+	if !r.since(versionOneProviderQueue) {
+		o.TaskQueue = contract.ProviderTaskQueue(runQueue, canonical(p), purpose)
+		return o
+	}
+	o.TaskQueue = contract.ProviderQueue(runQueue, canonical(p))
+	if o.Priority.PriorityKey == 0 {
+		o.Priority.PriorityKey = contract.PriorityLookup
+		if purpose == contract.PurposeSend {
+			o.Priority.PriorityKey = contract.PrioritySend
+		}
+	}
 	return o
 }
 

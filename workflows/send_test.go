@@ -15,8 +15,10 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -869,15 +871,18 @@ func TestResendAfterFailureFollowsTheLiveMessageFound(t *testing.T) {
 // limits apply; what does not call the provider stays on the run's queue.
 // Since versionLeanHistory the ledger steps are local activities: they
 // run inside the run's workflow tasks, on no task queue of their own.
+// Since versionOneProviderQueue the provider has one queue, where
+// searches go before sends and sends before status lookups.
 func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 	t.Parallel()
-	for _, v := range []workflow.Version{versionProviderQueues, versionLeanHistory} {
+	for _, v := range []workflow.Version{versionProviderQueues, versionLeanHistory, versionOneProviderQueue} {
 		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
 			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
 			var mu sync.Mutex
 			queues, local := map[string]map[string]bool{}, map[string]map[string]bool{}
+			priorities := map[string]map[int]bool{}
 			record := func(into map[string]map[string]bool, info *activity.Info) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -886,6 +891,16 @@ func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 				}
 				into[info.ActivityType.Name][info.TaskQueue] = true
 			}
+			// The test environment gives an activity no priority: read the
+			// options the run schedules it with.
+			h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&scheduled{record: func(name string, o workflow.ActivityOptions) {
+				mu.Lock()
+				defer mu.Unlock()
+				if priorities[name] == nil {
+					priorities[name] = map[int]bool{}
+				}
+				priorities[name][o.Priority.PriorityKey] = true
+			}}}})
 			h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) { record(queues, info) })
 			h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) { record(local, info) })
 			h.unknownThenFound()
@@ -904,6 +919,15 @@ func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 			require.NotEmpty(t, runQueue)
 			send, lookup := contract.ProviderTaskQueue(runQueue, "bird", contract.PurposeSend), contract.ProviderTaskQueue(runQueue, "bird", contract.PurposeLookup)
 			require.Equal(t, "sms-bird-send", contract.ProviderTaskQueue(contract.TaskQueue, "bird", contract.PurposeSend))
+			if v >= versionOneProviderQueue {
+				require.Equal(t, "sms-bird", contract.ProviderQueue(contract.TaskQueue, "bird"))
+				send, lookup = contract.ProviderQueue(runQueue, "bird"), contract.ProviderQueue(runQueue, "bird")
+				require.Equal(t, map[int]bool{contract.PrioritySend: true}, priorities["Send"])
+				require.Equal(t, map[int]bool{contract.PrioritySearch: true}, priorities["Reconcile"])
+				require.Equal(t, map[int]bool{contract.PriorityLookup: true}, priorities["Status"])
+				require.Less(t, contract.PrioritySearch, contract.PrioritySend, "searches go first")
+				require.Less(t, contract.PrioritySend, contract.PriorityLookup, "sends go before status lookups")
+			}
 			require.Equal(t, map[string]bool{send: true}, queues["Send"])
 			require.Equal(t, map[string]bool{lookup: true}, queues["Reconcile"])
 			require.Equal(t, map[string]bool{lookup: true}, queues["Status"])
@@ -914,6 +938,36 @@ func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scheduled is a worker interceptor that passes the options of each
+// activity a run schedules to record.
+type scheduled struct {
+	interceptor.WorkerInterceptorBase
+	record func(activityType string, o workflow.ActivityOptions)
+}
+
+func (s *scheduled) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &scheduledInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, record: s.record}
+}
+
+type scheduledInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	record func(string, workflow.ActivityOptions)
+}
+
+func (i *scheduledInbound) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&scheduledOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}, record: i.record})
+}
+
+type scheduledOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	record func(string, workflow.ActivityOptions)
+}
+
+func (o *scheduledOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	o.record(activityType, workflow.GetActivityOptions(ctx))
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
 }
 
 // Runs from before versionProviderQueues keep every activity on their

@@ -1,6 +1,10 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+)
 
 // Changes to SendSMS that runs in flight may meet, each behind
 // workflow.GetVersion: a run that started before a change keeps the
@@ -89,8 +93,15 @@ const (
 	// acceptance: a delivered run is three workflow tasks and no timer
 	// instead of four and a timer. The lookups keep their schedule.
 	versionFirstWaitInLookup workflow.Version = 9
+	// versionOneProviderQueue: a provider's activities (sends, status
+	// lookups, searches) run on one task queue of the provider
+	// (contract.ProviderQueue) under one fleet-wide rate limit, ordered
+	// by task priority: searches, then sends, then lookups. Sends use
+	// what searches leave, and a backlog of lookups never holds a send
+	// back, where before each purpose had a fixed share of the limit.
+	versionOneProviderQueue workflow.Version = 10
 	// latestVersion is what new runs follow.
-	latestVersion = versionFirstWaitInLookup
+	latestVersion = versionOneProviderQueue
 
 	// minSupportedVersion is the oldest version a run of which may still
 	// exist. Retiring version N (raising this to N+1) is allowed once
@@ -114,3 +125,17 @@ const (
 	LatestVersion         = latestVersion
 	VersionBoundDecisions = versionBoundDecisions
 )
+
+// OldProviderQueueVersions are the values of the search attribute
+// TemporalChangeVersion (the SDK's, "change-version") of runs that put
+// a provider's activities on its queues of one purpose each
+// (contract.ProviderTaskQueue): versions from versionProviderQueues up
+// to versionOneProviderQueue. Workers poll those queues while such a
+// run is open.
+func OldProviderQueueVersions() []string {
+	var out []string
+	for v := versionProviderQueues; v < versionOneProviderQueue; v++ {
+		out = append(out, fmt.Sprintf("%s-%d", changeNoSilentDuplicates, v))
+	}
+	return out
+}

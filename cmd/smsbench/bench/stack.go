@@ -158,11 +158,13 @@ func (s *stack) startWorker(ctx context.Context, c client.Client, w workerSpec) 
 			"--ledger", s.ledger, "--intake", "off", "--log-format", "json",
 			"--bird-url", w.sim, "--bird-workspace", simulator.DevWorkspace, "--bird-channel", simulator.DevChannel,
 			"--sendy-url", w.sim, "--sendy-rate-limit", "0", "--status-poll", s.cfg.StatusPoll.String(),
+			// The bench's server, this project's, runs one partition a queue.
+			"--task-queue-partitions", "1",
 		}
 		args = append(append(args, tuning...), w.extra...)
 		env := append(s.env(), s.creds.Env()...)
 		p, err = procs.Start(w.name, s.cfg.Bins.Worker, args, env, log)
-		queues = []string{contract.TaskQueue, contract.ProviderTaskQueue(contract.TaskQueue, "bird", contract.PurposeSend)}
+		queues = []string{contract.TaskQueue, contract.ProviderQueue(contract.TaskQueue, "bird")}
 	}
 	if err != nil {
 		return nil, err
