@@ -195,17 +195,23 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	// Runs from before version 10 wait on the provider queues of one
 	// purpose each: poll those too while any is open.
 	oldRuns, countErr := a.oldQueueRuns(ctx)
-	oldQueues := countErr != nil || oldRuns > 0
+	limits := cfg.queueLimits(countErr != nil || oldRuns > 0)
 	switch {
 	case countErr != nil:
-		log.Warn("cannot tell whether runs from before version 10 are open: polling their provider queues too, with a share of each rate limit", zap.Error(countErr))
+		log.Warn("cannot tell whether runs from before version 10 are open: polling their provider queues too, with a quarter of each rate limit", zap.Error(countErr))
 	case oldRuns > 0:
-		log.Info("runs from before version 10 are open: their provider queues take a share of each rate limit until the workers restart after they closed", zap.Int64("runs", oldRuns))
+		log.Info("runs from before version 10 are open: polling their provider queues too, with a quarter of each rate limit, until they end", zap.Int64("runs", oldRuns))
 	}
-	if a.workers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, cfg.queueLimits(oldQueues), tuning); err != nil {
+	if limits.OldQueues {
+		if err := limits.roomForOldQueues(); err != nil {
+			log.Error("runs from before version 10 are open, but their queues cannot be polled: "+err.Error()+"; their sends and lookups wait until then", zap.Int64("runs", oldRuns))
+			limits.OldQueues = false
+		}
+	}
+	if a.workers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, limits, tuning); err != nil {
 		return nil, err
 	}
-	a.watchOldQueues(oldQueues)
+	a.watchOldQueues()
 	if cfg.IntakeAddress != Off {
 		if err := a.serveIntake(); err != nil {
 			return nil, err
@@ -230,21 +236,25 @@ func (a *App) oldQueueRuns(ctx context.Context) (int64, error) {
 }
 
 // watchOldQueues counts the runs from before version 10 every
-// oldQueuesCheck. Where the workers started without their queues and
-// some turn up (an old worker of a rolling deploy started them), it
-// starts polling those queues at a trickle and says to restart; where
-// the workers poll them and none is left, it says a restart gives the
-// provider queues the whole of each limit.
-func (a *App) watchOldQueues(polled bool) {
+// oldQueuesCheck (a minute) and moves the process's provider queues
+// between polling the old queues and not (Workers.SetMode), through
+// Lowered for two checks either way: before the old queues take their
+// share, the provider queues' requests of the minute before at the whole
+// limit leave the provider's window, and every process of the fleet,
+// counting at its own time, has lowered too; after the old queues
+// stopped, their last requests leave it before the provider queues take
+// the whole limit again.
+func (a *App) watchOldQueues() {
 	a.oldWatchStop = make(chan struct{})
 	stop := a.oldWatchStop
+	every := a.Config.oldQueuesCheck
+	if every == 0 {
+		every = time.Minute
+	}
 	go func() {
-		every := a.Config.oldQueuesCheck
-		if every == 0 {
-			every = time.Minute
-		}
 		t := time.NewTicker(every)
 		defer t.Stop()
+		lowered := 0 // checks spent in Lowered
 		for {
 			select {
 			case <-stop:
@@ -252,19 +262,48 @@ func (a *App) watchOldQueues(polled bool) {
 			case <-t.C:
 			}
 			n, err := a.oldQueueRuns(context.Background())
-			switch {
-			case err != nil:
+			if err != nil {
 				a.Log.Debug("counting the runs from before version 10", zap.Error(err))
-			case !polled && n > 0:
-				a.Log.Warn("runs from before version 10 turned up, and their provider queues were not polled: polling them now at one request a minute each, which may pass a provider's limit by a few requests a minute; restart the workers to give them their share", zap.Int64("runs", n))
-				if err := a.workers.PollOldQueues(); err != nil {
-					a.Log.Error("polling the provider queues of runs from before version 10", zap.Error(err))
+				continue
+			}
+			mode, next := a.workers.Mode(), a.workers.Mode()
+			switch mode {
+			case OnlyProviderQueues:
+				if n > 0 {
+					next = Lowered
+				}
+			case WithOldQueues:
+				if n == 0 {
+					next = Lowered
+				}
+			case Lowered:
+				if lowered++; lowered < 2 {
 					continue
 				}
-				polled = true
-			case polled && n == 0:
-				a.Log.Info("no run from before version 10 is open: restart the workers to give each provider's queue the whole of its rate limit")
-				return
+				next = OnlyProviderQueues
+				if n > 0 {
+					next = WithOldQueues
+				}
+			}
+			if next == mode {
+				continue
+			}
+			if err := a.workers.SetMode(next); err != nil {
+				a.Log.Error("runs from before version 10: cannot poll "+next.String()+": "+err.Error(), zap.Int64("runs", n))
+				continue
+			}
+			lowered = 0
+			switch next {
+			case Lowered:
+				if n > 0 {
+					a.Log.Info("runs from before version 10 turned up: each provider queue takes three quarters of its rate limit now, and their queues the rest in two checks", zap.Int64("runs", n), zap.Duration("check", every))
+				} else {
+					a.Log.Info("no run from before version 10 is open: stopped polling their queues; each provider queue takes its whole rate limit in two checks", zap.Duration("check", every))
+				}
+			case WithOldQueues:
+				a.Log.Info("polling the queues of runs from before version 10, with a quarter of each rate limit", zap.Int64("runs", n))
+			case OnlyProviderQueues:
+				a.Log.Info("each provider queue takes its whole rate limit")
 			}
 		}
 	}()
@@ -490,7 +529,7 @@ func (a *App) Banner() string {
 		for _, p := range provider.Names {
 			if _, ok := a.Activities.Providers[p]; ok {
 				queues = append(queues, contract.ProviderQueue(contract.TaskQueue, string(p)))
-				if a.workers != nil && a.workers.oldQueues() {
+				if a.workers != nil && a.workers.Mode() == WithOldQueues {
 					queues = append(queues, contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeSend), contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeLookup))
 				}
 			}

@@ -606,35 +606,59 @@ func TestDevBannerNamesTheUI(t *testing.T) {
 
 // Runs from before version 10 wait on the provider queues of one
 // purpose each. A process polls those too while such a run is open: from
-// its start when one is open then, and within a check when one turns up
-// later (an old worker of a rolling deploy started it). A run of version
-// 10 does not count.
+// its start when one is open then, and, when one turns up later (an old
+// worker of a rolling deploy started it), after lowering its provider
+// queues' rates for two checks; when none is left it stops them, and
+// gives its provider queues the whole limit two checks later. A run of
+// version 10 does not count.
 func TestOldProviderQueuesArePolledWhileOldRunsAreOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cfg := Config{
 		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: Off, SimulatorAddress: "127.0.0.1:0", IntakeAddress: Off,
-		oldQueuesCheck: 200 * time.Millisecond,
+		oldQueuesCheck: 300 * time.Millisecond,
 	}
 	a, err := Start(ctx, cfg, zap.NewNop())
 	require.NoError(t, err)
 	defer func() { _ = a.Stop() }()
-	require.False(t, a.workers.oldQueues(), "a new stack has no run from before version 10")
-	pollers := func(c client.Client, queue string) int {
-		resp, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
-		require.NoError(t, err)
-		return len(resp.GetPollers())
+	sendyQueue := contract.ProviderQueue(contract.TaskQueue, "sendy")
+	oldQueues := []string{contract.ProviderTaskQueue(contract.TaskQueue, "sendy", contract.PurposeSend), contract.ProviderTaskQueue(contract.TaskQueue, "sendy", contract.PurposeLookup)}
+	limits := a.Config.queueLimits(false)
+	whole, err := limits.Rates(provider.Sendy)
+	require.NoError(t, err)
+	limits.OldQueues = true
+	shared, err := limits.Rates(provider.Sendy)
+	require.NoError(t, err)
+	// The mode, and the rates the process polls at, as it should be in it.
+	polling := func(a *App, want QueueMode) func() bool {
+		return func() bool {
+			rate, ok := a.workers.polls(sendyQueue)
+			_, oldSend := a.workers.polls(oldQueues[0])
+			_, oldLookup := a.workers.polls(oldQueues[1])
+			switch want {
+			case OnlyProviderQueues:
+				return a.workers.Mode() == want && ok && rate == whole.Queue && !oldSend && !oldLookup
+			case Lowered:
+				return a.workers.Mode() == want && ok && rate == shared.Queue && !oldSend && !oldLookup
+			default:
+				return a.workers.Mode() == want && ok && rate == shared.Queue && oldSend && oldLookup
+			}
+		}
 	}
-	polled := func(c client.Client, queue string) func() bool {
-		return func() bool { return pollers(c, queue) > 0 }
+	require.True(t, polling(a, OnlyProviderQueues)(), "a new stack has no run from before version 10")
+	pollers := func(c client.Client, queue string) func() bool {
+		return func() bool {
+			resp, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+			require.NoError(t, err)
+			return len(resp.GetPollers()) > 0
+		}
 	}
-	require.Eventually(t, polled(a.Client, contract.ProviderQueue(contract.TaskQueue, "sendy")), 10*time.Second, 50*time.Millisecond, "the provider's queue is polled")
+	require.Eventually(t, pollers(a.Client, sendyQueue), 10*time.Second, 50*time.Millisecond, "the provider's queue is polled")
 
 	// Stand-ins for SendSMS on a queue of their own: each records its
 	// version as SendSMS does (the SDK's TemporalChangeVersion), then
-	// waits.
-	standIn := func(c client.Client, v workflow.Version) (id string, stop func()) {
-		queue := "stand-in-" + uuid.NewString()
+	// waits for a signal to end.
+	serve := func(c client.Client, queue string, v workflow.Version) (stop func()) {
 		w := worker.New(c, queue, worker.Options{})
 		w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
 			workflow.GetVersion(ctx, workflows.VersionChange, workflow.DefaultVersion, v)
@@ -642,38 +666,53 @@ func TestOldProviderQueuesArePolledWhileOldRunsAreOpen(t *testing.T) {
 			return nil
 		}, workflow.RegisterOptions{Name: contract.WorkflowName})
 		require.NoError(t, w.Start())
+		return w.Stop
+	}
+	standIn := func(c client.Client, v workflow.Version) (id, queue string, stop func()) {
+		queue = "stand-in-" + uuid.NewString()
+		stop = serve(c, queue, v)
 		id = fmt.Sprintf("stand-in-v%d-%s", v, uuid.NewString())
 		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, contract.WorkflowName)
 		require.NoError(t, err)
-		return id, w.Stop
+		return id, queue, stop
 	}
 	count := func(a *App) int64 {
 		n, err := a.oldQueueRuns(ctx)
 		require.NoError(t, err)
 		return n
 	}
-	_, stopNew := standIn(a.Client, workflows.LatestVersion)
-	defer stopNew()
+	_, _, stopNew := standIn(a.Client, workflows.LatestVersion)
 	time.Sleep(time.Second)
 	require.Zero(t, count(a), "a run of the latest version waits on no old queue")
-	require.False(t, a.workers.oldQueues())
+	require.True(t, polling(a, OnlyProviderQueues)())
 
-	_, stopOld := standIn(a.Client, workflows.VersionBoundDecisions)
+	oldID, oldQueue, stopOld := standIn(a.Client, workflows.VersionBoundDecisions)
 	require.Eventually(t, func() bool { return count(a) == 1 }, 30*time.Second, 100*time.Millisecond, "a run of version 8 is counted once it recorded its version")
-	require.Eventually(t, a.workers.oldQueues, 10*time.Second, 50*time.Millisecond, "the process polls the old queues once such a run turns up")
-	for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
-		require.Eventually(t, polled(a.Client, contract.ProviderTaskQueue(contract.TaskQueue, "sendy", purpose)), 10*time.Second, 50*time.Millisecond, purpose)
+	require.Eventually(t, polling(a, Lowered), 10*time.Second, 20*time.Millisecond, "first the provider queue's rate is lowered")
+	require.Eventually(t, polling(a, WithOldQueues), 10*time.Second, 20*time.Millisecond, "then the old queues are polled")
+	for _, q := range oldQueues {
+		require.Eventually(t, pollers(a.Client, q), 10*time.Second, 50*time.Millisecond, q)
 	}
-	stopOld()
-	require.NoError(t, a.Stop())
 
 	// A process started over the same data while the run is open polls
 	// the old queues from its start, with their share of each limit.
+	stopNew()
+	stopOld()
+	require.NoError(t, a.Stop())
 	b, err := Start(ctx, cfg, zap.NewNop())
 	require.NoError(t, err)
 	defer func() { _ = b.Stop() }()
-	require.True(t, b.workers.oldQueues(), "polled from the start")
-	require.Equal(t, int64(1), count(b))
+	require.True(t, polling(b, WithOldQueues)(), "polled from the start")
+	require.Contains(t, b.Banner(), oldQueues[0])
+
+	// The old run ends: the old queues stop, then the provider queue
+	// takes the whole limit.
+	defer serve(b.Client, oldQueue, workflows.VersionBoundDecisions)()
+	require.NoError(t, b.Client.SignalWorkflow(ctx, oldID, "", "end", nil))
+	require.Eventually(t, func() bool { return count(b) == 0 }, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, polling(b, Lowered), 10*time.Second, 20*time.Millisecond, "first the old queues stop")
+	require.Eventually(t, polling(b, OnlyProviderQueues), 10*time.Second, 20*time.Millisecond, "then the provider queue takes the whole limit")
+	require.NotContains(t, b.Banner(), oldQueues[0])
 }
 
 // The rates the provider queues get never let the server's limiter put

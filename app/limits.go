@@ -47,6 +47,18 @@ type QueueLimits struct {
 	OldQueues bool
 }
 
+// roomForOldQueues reports an error where a provider's limit leaves no
+// room for the old queues beside its queue.
+func (l QueueLimits) roomForOldQueues() error {
+	l.OldQueues = true
+	for _, p := range provider.Names {
+		if _, err := l.Rates(p); err != nil {
+			return fmt.Errorf("--%s-rate-limit: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // Rates are the rates, a second, of one provider's queues: its one
 // queue, and the send and lookup queues of runs from before version 10
 // (0 when not polled). All 0: no limit.
@@ -84,13 +96,6 @@ func (l QueueLimits) Rates(p provider.Name) (Rates, error) {
 	return Rates{Queue: budget * 3 / 4, OldSend: budget / 8, OldLookup: budget / 8}, nil
 }
 
-// lateOldQueueRate is the rate of each old queue of a provider when
-// runs from before version 10 turn up after the workers started without
-// them (an old worker of a rolling deploy started them): one request a
-// minute, so they finish, at the cost of a few requests a minute above
-// the limit until the workers restart (QueueLimits.OldQueues).
-const lateOldQueueRate = 1.0 / rateSeconds
-
 // pacedLookups marks the policy of each provider with a rate limit
 // LookupsPaced: its lookup queue is rate limited, so a run spends no
 // dispatch of it on the wait before its first lookup.
@@ -127,8 +132,31 @@ func StartWorkers(c client.Client, queue string, acts *activities.Activities, li
 		main.Stop()
 		return nil, err
 	}
-	w.started = append(w.started, main)
+	w.mu.Lock()
+	w.other = append(w.other, main)
+	w.mu.Unlock()
 	return w, nil
+}
+
+// QueueMode is what a process polls of each provider's queues.
+type QueueMode int
+
+const (
+	// OnlyProviderQueues: each provider's queue, with the whole limit.
+	OnlyProviderQueues QueueMode = iota
+	// Lowered: each provider's queue with three quarters of the limit,
+	// and no old queue. A process passes through it on its way between
+	// the other two, long enough for the requests of the minute before to
+	// leave the provider's window (App.watchOldQueues).
+	Lowered
+	// WithOldQueues: each provider's queue with three quarters of the
+	// limit, and the send and lookup queues of runs from before version
+	// 10 with an eighth each.
+	WithOldQueues
+)
+
+func (m QueueMode) String() string {
+	return [...]string{"provider queues", "provider queues lowered", "provider queues and the old queues"}[m]
 }
 
 // Workers are the Temporal workers of one process.
@@ -140,8 +168,19 @@ type Workers struct {
 	limits   QueueLimits
 
 	mu      sync.Mutex
-	started []worker.Worker
+	mode    QueueMode
+	byQueue map[string]queueWorker // the provider queues polled
+	other   []worker.Worker        // the run queue's
 	stopped bool
+	// retiring are the workers a new rate replaced or a mode dropped,
+	// stopping in the background (each waits for its activities).
+	retiring sync.WaitGroup
+}
+
+// queueWorker polls one provider queue at rate.
+type queueWorker struct {
+	w    worker.Worker
+	rate float64
 }
 
 // StartProviderWorkers starts, for each configured provider, a worker on
@@ -150,76 +189,75 @@ type Workers struct {
 // Every worker of the fleet must give the same limits: the server keeps
 // the last one a poller sent.
 func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Activities, limits QueueLimits, tuning Tuning) (*Workers, error) {
-	w := &Workers{c: c, runQueue: runQueue, acts: acts, tuning: tuning, limits: limits}
-	for _, p := range provider.Names {
-		if _, ok := acts.Providers[p]; !ok {
-			continue
-		}
-		r, err := limits.Rates(p)
-		if err != nil {
-			w.Stop()
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		if err := w.poll(contract.ProviderQueue(runQueue, string(p)), r.Queue); err != nil {
-			w.Stop()
-			return nil, err
-		}
-		if limits.OldQueues {
-			if err := w.pollOld(p, r.OldSend, r.OldLookup); err != nil {
-				w.Stop()
-				return nil, err
-			}
-		}
+	w := &Workers{c: c, runQueue: runQueue, acts: acts, tuning: tuning, limits: limits, byQueue: map[string]queueWorker{}}
+	mode := OnlyProviderQueues
+	if limits.OldQueues {
+		mode = WithOldQueues
+	}
+	if err := w.SetMode(mode); err != nil {
+		w.Stop()
+		return nil, err
 	}
 	return w, nil
 }
 
-// PollOldQueues starts polling the old queues of every configured
-// provider at lateOldQueueRate, where the workers started without them
-// and runs from before version 10 turned up. It does nothing when they
-// are polled already or the workers stopped.
-func (w *Workers) PollOldQueues() error {
+// Mode is what the process polls now.
+func (w *Workers) Mode() QueueMode {
 	w.mu.Lock()
-	old, stopped := w.limits.OldQueues, w.stopped
-	w.limits.OldQueues = true
-	w.mu.Unlock()
-	if old || stopped {
-		return nil
-	}
+	defer w.mu.Unlock()
+	return w.mode
+}
+
+// SetMode polls each configured provider's queues as mode says: a queue
+// whose rate changes gets a new worker and its old one stops in the
+// background; an old queue mode leaves out stops the same way. On an
+// error the mode stays the one before, and SetMode may be called again.
+func (w *Workers) SetMode(mode QueueMode) error {
+	limits := w.limits
+	limits.OldQueues = mode != OnlyProviderQueues
 	for _, p := range provider.Names {
 		if _, ok := w.acts.Providers[p]; !ok {
 			continue
 		}
-		rate := 0.0
-		if w.limits.PerMinute[p] > 0 {
-			rate = lateOldQueueRate
+		r, err := limits.Rates(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
 		}
-		if err := w.pollOld(p, rate, rate); err != nil {
+		if err := w.poll(contract.ProviderQueue(w.runQueue, string(p)), r.Queue); err != nil {
 			return err
 		}
+		for _, q := range []struct {
+			purpose string
+			rate    float64
+		}{{contract.PurposeSend, r.OldSend}, {contract.PurposeLookup, r.OldLookup}} {
+			queue := contract.ProviderTaskQueue(w.runQueue, string(p), q.purpose)
+			if mode != WithOldQueues {
+				w.drop(queue)
+				continue
+			}
+			if err := w.poll(queue, q.rate); err != nil {
+				return err
+			}
+		}
 	}
+	w.mu.Lock()
+	w.mode = mode
+	w.mu.Unlock()
 	return nil
 }
 
-// oldQueues reports whether the old queues are polled.
-func (w *Workers) oldQueues() bool {
+// poll makes sure a worker of the provider activities polls queue at
+// rate (0: no limit).
+func (w *Workers) poll(queue string, rate float64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.limits.OldQueues
-}
-
-// pollOld polls provider p's send and lookup queues of runs from before
-// version 10.
-func (w *Workers) pollOld(p provider.Name, send, lookup float64) error {
-	if err := w.poll(contract.ProviderTaskQueue(w.runQueue, string(p), contract.PurposeSend), send); err != nil {
-		return err
+	if w.stopped {
+		return nil
 	}
-	return w.poll(contract.ProviderTaskQueue(w.runQueue, string(p), contract.PurposeLookup), lookup)
-}
-
-// poll starts a worker of the provider activities on queue at rate (0:
-// no limit).
-func (w *Workers) poll(queue string, rate float64) error {
+	old, had := w.byQueue[queue]
+	if had && old.rate == rate {
+		return nil
+	}
 	opts := w.tuning.WorkerOptions()
 	opts.TaskQueueActivitiesPerSecond = rate
 	// Only activities are scheduled here: no workflow pollers and no
@@ -227,29 +265,52 @@ func (w *Workers) poll(queue string, rate float64) error {
 	opts.DisableWorkflowWorker = true
 	pw := worker.New(w.c, queue, opts)
 	pw.RegisterActivity(w.acts)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return nil
-	}
 	if err := pw.Start(); err != nil {
 		return fmt.Errorf("start the worker on task queue %s: %w", queue, err)
 	}
-	w.started = append(w.started, pw)
+	w.byQueue[queue] = queueWorker{w: pw, rate: rate}
+	if had {
+		w.retire(old.w)
+	}
 	return nil
+}
+
+// drop stops polling queue.
+func (w *Workers) drop(queue string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old, ok := w.byQueue[queue]; ok {
+		delete(w.byQueue, queue)
+		w.retire(old.w)
+	}
+}
+
+// retire stops pw in the background; Stop waits for it. w.mu is held.
+func (w *Workers) retire(pw worker.Worker) {
+	w.retiring.Add(1)
+	go func() { defer w.retiring.Done(); pw.Stop() }()
+}
+
+// polls reports whether queue is polled, and at what rate.
+func (w *Workers) polls(queue string) (rate float64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	qw, ok := w.byQueue[queue]
+	return qw.rate, ok
 }
 
 // Stop stops every worker, in parallel: each waits up to the stop
 // timeout for its activities.
 func (w *Workers) Stop() {
 	w.mu.Lock()
-	started := w.started
-	w.started, w.stopped = nil, true
-	w.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, pw := range started {
-		wg.Add(1)
-		go func() { defer wg.Done(); pw.Stop() }()
+	w.stopped = true
+	for _, qw := range w.byQueue {
+		w.retire(qw.w)
 	}
-	wg.Wait()
+	for _, pw := range w.other {
+		w.retire(pw)
+	}
+	w.byQueue, w.other = map[string]queueWorker{}, nil
+	w.mu.Unlock()
+	w.retiring.Wait()
 }

@@ -32,14 +32,12 @@ func (h *harness) planned() *[]activities.PlanInput {
 	return &calls
 }
 
-// Bird: attempt 1 ends without an answer, every later one is answered
-// 503 E01033 until the window closes. The search at the window finds
-// nothing, but attempt 1 could still have taken effect: the run searches
-// again after the late-effect horizon, finds nothing, and only then moves
-// to Sendy, recording the switch.
-func TestFailoverAfterAnUncertainAttemptWaitsForTheSearchThatProvesIt(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
+// uncertainThenMovedToSendy runs an event with Sendy as its fallback:
+// Bird's attempt 1 ends without an answer and every later one is
+// answered not executed; every search finds nothing; Sendy accepts and
+// the message is delivered. It returns the searches and the plans.
+func (h *harness) uncertainThenMovedToSendy() (*lookups, *[]activities.PlanInput) {
+	h.t.Helper()
 	h.prepared()
 	via := key + "~via-sendy"
 	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
@@ -59,7 +57,20 @@ func TestFailoverAfterAnUncertainAttemptWaitsForTheSearchThatProvesIt(t *testing
 	in := input
 	in.Fallback = "sendy"
 	h.env.ExecuteWorkflow(contract.WorkflowName, in)
-	require.True(t, h.env.IsWorkflowCompleted())
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	return calls, plans
+}
+
+// Bird: attempt 1 ends without an answer, every later one is answered
+// 503 E01033 until the window closes. The search at the window finds
+// nothing, but attempt 1 could still have taken effect: the run searches
+// again after the late-effect horizon, finds nothing, and only then moves
+// to Sendy, recording the switch.
+func TestFailoverAfterAnUncertainAttemptWaitsForTheSearchThatProvesIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	via := key + "~via-sendy"
+	calls, plans := h.uncertainThenMovedToSendy()
 	res, err := h.result()
 	require.NoError(t, err)
 	require.Equal(t, contract.Delivered, res.State, res.Reason)

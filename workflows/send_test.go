@@ -893,7 +893,8 @@ func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 			}
 			// The test environment gives an activity no priority: read the
 			// options the run schedules it with.
-			h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&scheduled{record: func(name string, o workflow.ActivityOptions) {
+			h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&scheduled{record: func(ctx workflow.Context, name string, _ []any) {
+				o := workflow.GetActivityOptions(ctx)
 				mu.Lock()
 				defer mu.Unlock()
 				if priorities[name] == nil {
@@ -940,11 +941,11 @@ func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
 	}
 }
 
-// scheduled is a worker interceptor that passes the options of each
-// activity a run schedules to record.
+// scheduled is a worker interceptor that passes each activity a run
+// schedules to record, with the context that holds its options.
 type scheduled struct {
 	interceptor.WorkerInterceptorBase
-	record func(activityType string, o workflow.ActivityOptions)
+	record func(ctx workflow.Context, activityType string, args []any)
 }
 
 func (s *scheduled) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
@@ -953,7 +954,7 @@ func (s *scheduled) InterceptWorkflow(_ workflow.Context, next interceptor.Workf
 
 type scheduledInbound struct {
 	interceptor.WorkflowInboundInterceptorBase
-	record func(string, workflow.ActivityOptions)
+	record func(workflow.Context, string, []any)
 }
 
 func (i *scheduledInbound) Init(out interceptor.WorkflowOutboundInterceptor) error {
@@ -962,11 +963,11 @@ func (i *scheduledInbound) Init(out interceptor.WorkflowOutboundInterceptor) err
 
 type scheduledOutbound struct {
 	interceptor.WorkflowOutboundInterceptorBase
-	record func(string, workflow.ActivityOptions)
+	record func(workflow.Context, string, []any)
 }
 
 func (o *scheduledOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	o.record(activityType, workflow.GetActivityOptions(ctx))
+	o.record(ctx, activityType, args)
 	return o.Next.ExecuteActivity(ctx, activityType, args...)
 }
 
