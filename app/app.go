@@ -68,20 +68,20 @@ type App struct {
 	HealthURL string
 
 	workers *Workers
-	// oldWatchStop ends watchOldQueues.
-	oldWatchStop chan struct{}
-	stopPurge    func()
-	purgeDone    chan struct{}
-	intake       *http.Server
-	codec        *http.Server
-	uiURL        atomic.Value // the embedded UI's URL, for the codec server's CORS
-	client       atomic.Value // Client, for the metrics endpoint
-	metrics      *metrics.Exporter
-	metricsSrv   *http.Server
-	health       *health
-	healthSrv    *http.Server
-	started      atomic.Bool
-	stopped      bool
+	// stopWatch ends watchOldQueues and waits for it.
+	stopWatch  func()
+	stopPurge  func()
+	purgeDone  chan struct{}
+	intake     *http.Server
+	codec      *http.Server
+	uiURL      atomic.Value // the embedded UI's URL, for the codec server's CORS
+	client     atomic.Value // Client, for the metrics endpoint
+	metrics    *metrics.Exporter
+	metricsSrv *http.Server
+	health     *health
+	healthSrv  *http.Server
+	started    atomic.Bool
+	stopped    bool
 }
 
 // Start brings the process up; on error everything started is stopped.
@@ -195,20 +195,13 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	// Runs from before version 10 wait on the provider queues of one
 	// purpose each: poll those too while any is open.
 	oldRuns, countErr := a.oldQueueRuns(ctx)
-	limits := cfg.queueLimits(countErr != nil || oldRuns > 0)
 	switch {
 	case countErr != nil:
-		log.Warn("cannot tell whether runs from before version 10 are open: polling their provider queues too, with a quarter of each rate limit", zap.Error(countErr))
+		log.Warn("cannot tell whether runs from before version 10 are open: each provider queue starts with three quarters of its rate limit, and the next checks decide", zap.Error(countErr))
 	case oldRuns > 0:
-		log.Info("runs from before version 10 are open: polling their provider queues too, with a quarter of each rate limit, until they end", zap.Int64("runs", oldRuns))
+		log.Info("runs from before version 10 are open: each provider queue starts with three quarters of its rate limit, and their queues take the rest in two checks", zap.Int64("runs", oldRuns))
 	}
-	if limits.OldQueues {
-		if err := limits.roomForOldQueues(); err != nil {
-			log.Error("runs from before version 10 are open, but their queues cannot be polled: "+err.Error()+"; their sends and lookups wait until then", zap.Int64("runs", oldRuns))
-			limits.OldQueues = false
-		}
-	}
-	if a.workers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, limits, tuning); err != nil {
+	if a.workers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, cfg.queueLimits(countErr != nil || oldRuns > 0), tuning); err != nil {
 		return nil, err
 	}
 	a.watchOldQueues()
@@ -238,35 +231,60 @@ func (a *App) oldQueueRuns(ctx context.Context) (int64, error) {
 // watchOldQueues counts the runs from before version 10 every
 // oldQueuesCheck (a minute) and moves the process's provider queues
 // between polling the old queues and not (Workers.SetMode), through
-// Lowered for two checks either way: before the old queues take their
+// Lowered either way. It leaves Lowered two checks after entering it,
+// once the last two counts agree: before the old queues take their
 // share, the provider queues' requests of the minute before at the whole
-// limit leave the provider's window, and every process of the fleet,
+// limit leave the provider's window and every process of the fleet,
 // counting at its own time, has lowered too; after the old queues
 // stopped, their last requests leave it before the provider queues take
-// the whole limit again.
+// the whole limit again. Each check also sets the mode again, which
+// finishes a change that failed midway and repeats what stays wrong (a
+// limit with no room for the old queues).
 func (a *App) watchOldQueues() {
-	a.oldWatchStop = make(chan struct{})
-	stop := a.oldWatchStop
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	a.stopWatch = func() { cancel(); <-done }
 	every := a.Config.oldQueuesCheck
 	if every == 0 {
 		every = time.Minute
 	}
 	go func() {
+		defer close(done)
 		t := time.NewTicker(every)
 		defer t.Stop()
-		lowered := 0 // checks spent in Lowered
+		sinceLowered := 0 // checks since the mode became Lowered
+		agree, last := 0, false
+		prev := a.workers.Mode()
 		for {
 			select {
-			case <-stop:
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			n, err := a.oldQueueRuns(context.Background())
+			if ctx.Err() != nil {
+				return
+			}
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			n, err := a.oldQueueRuns(cctx)
+			ccancel()
+			if ctx.Err() != nil {
+				return
+			}
 			if err != nil {
-				a.Log.Debug("counting the runs from before version 10", zap.Error(err))
+				agree = 0
+				a.Log.Warn("cannot count the runs from before version 10: the provider queues stay as they are ("+a.workers.Mode().String()+")", zap.Error(err))
 				continue
 			}
-			mode, next := a.workers.Mode(), a.workers.Mode()
+			if open := n > 0; open == last {
+				agree++
+			} else {
+				agree, last = 1, open
+			}
+			mode := a.workers.Mode()
+			if mode == Lowered && prev != Lowered {
+				sinceLowered = 0 // a change that failed midway left it here
+			}
+			next := mode
 			switch mode {
 			case OnlyProviderQueues:
 				if n > 0 {
@@ -277,22 +295,24 @@ func (a *App) watchOldQueues() {
 					next = Lowered
 				}
 			case Lowered:
-				if lowered++; lowered < 2 {
-					continue
-				}
-				next = OnlyProviderQueues
-				if n > 0 {
-					next = WithOldQueues
+				if sinceLowered++; sinceLowered >= 2 && agree >= 2 {
+					next = OnlyProviderQueues
+					if n > 0 {
+						next = WithOldQueues
+					}
 				}
 			}
-			if next == mode {
+			if next != mode && next == Lowered {
+				sinceLowered = 0
+			}
+			err = a.workers.SetMode(next)
+			if err != nil {
+				a.Log.Error("runs from before version 10: cannot poll "+next.String()+" (tried again at the next check): "+err.Error(), zap.Int64("runs", n))
+			}
+			prev = a.workers.Mode()
+			if next == mode || prev != next {
 				continue
 			}
-			if err := a.workers.SetMode(next); err != nil {
-				a.Log.Error("runs from before version 10: cannot poll "+next.String()+": "+err.Error(), zap.Int64("runs", n))
-				continue
-			}
-			lowered = 0
 			switch next {
 			case Lowered:
 				if n > 0 {
@@ -566,8 +586,8 @@ func (a *App) Stop() error {
 		defer cancel()
 		intakeDone <- a.intake.Shutdown(ctx)
 	}()
-	if a.oldWatchStop != nil {
-		close(a.oldWatchStop)
+	if a.stopWatch != nil {
+		a.stopWatch()
 	}
 	if a.workers != nil {
 		// No new tasks; sends in flight finish and are recorded (up to

@@ -694,15 +694,16 @@ func TestOldProviderQueuesArePolledWhileOldRunsAreOpen(t *testing.T) {
 		require.Eventually(t, pollers(a.Client, q), 10*time.Second, 50*time.Millisecond, q)
 	}
 
-	// A process started over the same data while the run is open polls
-	// the old queues from its start, with their share of each limit.
+	// A process started over the same data while the run is open starts
+	// lowered, then polls the old queues with their share of each limit.
 	stopNew()
 	stopOld()
 	require.NoError(t, a.Stop())
 	b, err := Start(ctx, cfg, zap.NewNop())
 	require.NoError(t, err)
 	defer func() { _ = b.Stop() }()
-	require.True(t, polling(b, WithOldQueues)(), "polled from the start")
+	require.True(t, polling(b, Lowered)(), "lowered from the start")
+	require.Eventually(t, polling(b, WithOldQueues), 10*time.Second, 20*time.Millisecond, "then the old queues are polled")
 	require.Contains(t, b.Banner(), oldQueues[0])
 
 	// The old run ends: the old queues stop, then the provider queue

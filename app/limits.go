@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -45,18 +46,6 @@ type QueueLimits struct {
 	// (contract.ProviderTaskQueue). The workers poll those too, with a
 	// share of each limit.
 	OldQueues bool
-}
-
-// roomForOldQueues reports an error where a provider's limit leaves no
-// room for the old queues beside its queue.
-func (l QueueLimits) roomForOldQueues() error {
-	l.OldQueues = true
-	for _, p := range provider.Names {
-		if _, err := l.Rates(p); err != nil {
-			return fmt.Errorf("--%s-rate-limit: %w", p, err)
-		}
-	}
-	return nil
 }
 
 // Rates are the rates, a second, of one provider's queues: its one
@@ -168,7 +157,6 @@ type Workers struct {
 	limits   QueueLimits
 
 	mu      sync.Mutex
-	mode    QueueMode
 	byQueue map[string]queueWorker // the provider queues polled
 	other   []worker.Worker        // the run queue's
 	stopped bool
@@ -184,66 +172,140 @@ type queueWorker struct {
 }
 
 // StartProviderWorkers starts, for each configured provider, a worker on
-// its one queue beside runQueue, and with limits.OldQueues one on each
-// of its old queues (send and lookup), each with its fleet-wide rate.
-// Every worker of the fleet must give the same limits: the server keeps
-// the last one a poller sent.
+// its one queue beside runQueue, each with its fleet-wide rate. With
+// limits.OldQueues (runs from before version 10 may be open) the
+// workers start Lowered, and App.watchOldQueues moves them on. Every
+// worker of the fleet must give the same limits: the server keeps the
+// last one a poller sent.
 func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Activities, limits QueueLimits, tuning Tuning) (*Workers, error) {
 	w := &Workers{c: c, runQueue: runQueue, acts: acts, tuning: tuning, limits: limits, byQueue: map[string]queueWorker{}}
+	w.limits.OldQueues = false
 	mode := OnlyProviderQueues
 	if limits.OldQueues {
-		mode = WithOldQueues
+		mode = Lowered
 	}
-	if err := w.SetMode(mode); err != nil {
+	if err := w.SetMode(mode); err != nil && !errors.Is(err, errNoRoom) {
 		w.Stop()
 		return nil, err
 	}
 	return w, nil
 }
 
-// Mode is what the process polls now.
-func (w *Workers) Mode() QueueMode {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.mode
+// errNoRoom marks a provider whose limit leaves no room for the old
+// queues beside its queue: its old queues are not polled.
+var errNoRoom = errors.New("no room for the old queues")
+
+// providerRates are one provider's rates with and without the old queues.
+type providerRates struct {
+	p             provider.Name
+	whole, shared Rates
+	// room: the limit leaves room for the old queues (else shared is
+	// whole, and the old queues are not polled).
+	room bool
 }
 
-// SetMode polls each configured provider's queues as mode says: a queue
-// whose rate changes gets a new worker and its old one stops in the
-// background; an old queue mode leaves out stops the same way. On an
-// error the mode stays the one before, and SetMode may be called again.
-func (w *Workers) SetMode(mode QueueMode) error {
-	limits := w.limits
-	limits.OldQueues = mode != OnlyProviderQueues
+// rates are the rates of every configured provider; noRoom reports each
+// whose limit leaves no room for the old queues.
+func (w *Workers) rates() (out []providerRates, noRoom error) {
+	var errs []error
 	for _, p := range provider.Names {
 		if _, ok := w.acts.Providers[p]; !ok {
 			continue
 		}
-		r, err := limits.Rates(p)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
+		only := w.limits
+		only.OldQueues = false
+		whole, err := only.Rates(p)
+		if err != nil { // Validate refused it before: cannot happen
+			whole = Rates{}
 		}
-		if err := w.poll(contract.ProviderQueue(w.runQueue, string(p)), r.Queue); err != nil {
-			return err
+		shared := w.limits
+		shared.OldQueues = true
+		r := providerRates{p: p, whole: whole, shared: whole}
+		if sr, err := shared.Rates(p); err == nil {
+			r.shared, r.room = sr, true
+		} else {
+			errs = append(errs, fmt.Errorf("%w of %s: --%s-rate-limit: %w", errNoRoom, p, p, err))
 		}
-		for _, q := range []struct {
-			purpose string
-			rate    float64
-		}{{contract.PurposeSend, r.OldSend}, {contract.PurposeLookup, r.OldLookup}} {
-			queue := contract.ProviderTaskQueue(w.runQueue, string(p), q.purpose)
-			if mode != WithOldQueues {
-				w.drop(queue)
-				continue
+		out = append(out, r)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Mode is what the process polls now, read off its workers: an old queue
+// polled is WithOldQueues, a provider queue below its whole rate
+// Lowered.
+func (w *Workers) Mode() QueueMode {
+	rates, _ := w.rates()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	mode := OnlyProviderQueues
+	for _, r := range rates {
+		for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
+			if _, ok := w.byQueue[contract.ProviderTaskQueue(w.runQueue, string(r.p), purpose)]; ok {
+				return WithOldQueues
 			}
-			if err := w.poll(queue, q.rate); err != nil {
-				return err
+		}
+		if qw, ok := w.byQueue[contract.ProviderQueue(w.runQueue, string(r.p))]; ok && qw.rate != r.whole.Queue {
+			mode = Lowered
+		}
+	}
+	return mode
+}
+
+// SetMode polls each configured provider's queues as mode says, in an
+// order that keeps every moment within the limits: first it stops the
+// old queues mode leaves out, then lowers the provider queues mode
+// lowers, and only when those are done raises provider queues or starts
+// old queues. A queue whose rate changes gets a new worker and its old
+// one stops in the background. It may be called again after an error:
+// what is done already is not done twice, and Mode says where it stands.
+// A provider whose limit leaves no room for the old queues keeps its
+// whole rate and no old queue (the error wraps errNoRoom).
+func (w *Workers) SetMode(mode QueueMode) error {
+	rates, noRoom := w.rates()
+	if mode == OnlyProviderQueues {
+		noRoom = nil
+	}
+	for _, r := range rates {
+		if mode != WithOldQueues || !r.room {
+			for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
+				w.drop(contract.ProviderTaskQueue(w.runQueue, string(r.p), purpose))
 			}
 		}
 	}
-	w.mu.Lock()
-	w.mode = mode
-	w.mu.Unlock()
-	return nil
+	target := func(r providerRates) float64 {
+		if mode == OnlyProviderQueues {
+			return r.whole.Queue
+		}
+		return r.shared.Queue
+	}
+	// Lower first, then raise: a limited queue's rate only goes down here
+	// (0 is no limit, the highest).
+	lower := func(now, to float64) bool { return to != 0 && (now == 0 || to < now) }
+	for _, r := range rates {
+		queue := contract.ProviderQueue(w.runQueue, string(r.p))
+		now, polled := w.polls(queue)
+		if polled && lower(now, target(r)) {
+			if err := w.poll(queue, target(r)); err != nil {
+				return errors.Join(err, noRoom)
+			}
+		}
+	}
+	for _, r := range rates {
+		if err := w.poll(contract.ProviderQueue(w.runQueue, string(r.p)), target(r)); err != nil {
+			return errors.Join(err, noRoom)
+		}
+		if mode != WithOldQueues || !r.room {
+			continue
+		}
+		if err := w.poll(contract.ProviderTaskQueue(w.runQueue, string(r.p), contract.PurposeSend), r.shared.OldSend); err != nil {
+			return errors.Join(err, noRoom)
+		}
+		if err := w.poll(contract.ProviderTaskQueue(w.runQueue, string(r.p), contract.PurposeLookup), r.shared.OldLookup); err != nil {
+			return errors.Join(err, noRoom)
+		}
+	}
+	return noRoom
 }
 
 // poll makes sure a worker of the provider activities polls queue at

@@ -61,33 +61,44 @@ func (f *fakeFrontend) isPolled(q string) bool {
 	return f.polled[q]
 }
 
+// fakeWorkers are provider workers (one for each provider of limits,
+// with its limit) against a fake frontend, down at first when down.
+func fakeWorkers(t *testing.T, down bool, limits map[provider.Name]int, partitions int) (*Workers, *fakeFrontend) {
+	t.Helper()
+	f := &fakeFrontend{down: down, polled: map[string]bool{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	workflowservice.RegisterWorkflowServiceServer(srv, f)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	c, err := client.NewLazyClient(client.Options{HostPort: lis.Addr().String()})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	providers := map[provider.Name]provider.Client{}
+	for p := range limits {
+		providers[p] = nil
+	}
+	w := &Workers{
+		c: c, runQueue: contract.TaskQueue,
+		acts:    &activities.Activities{Providers: providers},
+		tuning:  Tuning{StopTimeout: time.Second},
+		limits:  QueueLimits{PerMinute: limits, Partitions: partitions},
+		byQueue: map[string]queueWorker{},
+	}
+	t.Cleanup(w.Stop)
+	return w, f
+}
+
 // A change of mode that failed (the frontend refused a poller's start)
 // leaves the mode as it was, and the watcher's next try polls the old
 // queues: runs from before version 10 are not stranded. (Found by a
 // review: the first version marked them polled before starting them.)
 func TestASetModeThatFailedIsTriedAgain(t *testing.T) {
 	t.Parallel()
-	f := &fakeFrontend{down: true, polled: map[string]bool{}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := grpc.NewServer()
-	workflowservice.RegisterWorkflowServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-	c, err := client.NewLazyClient(client.Options{HostPort: lis.Addr().String()})
-	require.NoError(t, err)
-	defer c.Close()
-
-	w := &Workers{
-		c: c, runQueue: contract.TaskQueue,
-		acts:    &activities.Activities{Providers: map[provider.Name]provider.Client{provider.Sendy: nil}},
-		tuning:  Tuning{StopTimeout: time.Second},
-		limits:  QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: 60}, Partitions: 1},
-		byQueue: map[string]queueWorker{},
-	}
-	defer w.Stop()
+	w, f := fakeWorkers(t, true, map[provider.Name]int{provider.Sendy: 60}, 1)
 	require.Error(t, w.SetMode(WithOldQueues), "the frontend is down")
-	require.Equal(t, OnlyProviderQueues, w.Mode(), "the mode stays the one before")
+	require.NotEqual(t, WithOldQueues, w.Mode(), "no old queue is polled")
 
 	f.mu.Lock()
 	f.down = false
@@ -116,6 +127,33 @@ func TestSmallLimitsStillValidate(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			require.NotContains(t, err.Error(), "rate-limit", "--sendy-rate-limit=%d", perMinute)
 		}
-		require.ErrorContains(t, limits.roomForOldQueues(), "--sendy-rate-limit: a rate limit of", "too small beside the old queues")
+		w := &Workers{acts: &activities.Activities{Providers: map[provider.Name]provider.Client{provider.Sendy: nil}}, limits: limits}
+		rates, err := w.rates()
+		require.ErrorIs(t, err, errNoRoom, "too small beside the old queues")
+		require.ErrorContains(t, err, "--sendy-rate-limit: a rate limit of")
+		require.Equal(t, rates[0].whole, rates[0].shared, "the provider queue keeps its whole rate")
 	}
+}
+
+// A provider whose limit leaves no room for the old queues keeps its
+// whole rate, and says so; the old queues of another provider are polled
+// all the same, so its old runs are not stranded. (Found by a review.)
+func TestALimitWithNoRoomStrandsNoOtherProvider(t *testing.T) {
+	t.Parallel()
+	w, _ := fakeWorkers(t, false, map[provider.Name]int{provider.Sendy: 12, provider.Bird: 0}, 4)
+	err := w.SetMode(WithOldQueues)
+	require.ErrorIs(t, err, errNoRoom)
+	require.ErrorContains(t, err, "sendy")
+	require.Equal(t, WithOldQueues, w.Mode())
+	for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
+		_, ok := w.polls(contract.ProviderTaskQueue(contract.TaskQueue, "bird", purpose))
+		require.True(t, ok, "bird's old %s queue", purpose)
+		_, ok = w.polls(contract.ProviderTaskQueue(contract.TaskQueue, "sendy", purpose))
+		require.False(t, ok, "sendy's old %s queue: no room", purpose)
+	}
+	whole, err := QueueLimits{PerMinute: w.limits.PerMinute, Partitions: 4}.Rates(provider.Sendy)
+	require.NoError(t, err)
+	rate, ok := w.polls(contract.ProviderQueue(contract.TaskQueue, "sendy"))
+	require.True(t, ok)
+	require.Equal(t, whole.Queue, rate, "sendy's queue keeps its whole rate")
 }
