@@ -194,7 +194,10 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	}
 	// Runs from before version 10 wait on the provider queues of one
 	// purpose each: poll those too while any is open.
-	oldRuns, countErr := a.oldQueueRuns(ctx)
+	// Runs that ended in the last three minutes count too: their old
+	// queues' requests may still be in a provider's window, and other
+	// workers may still poll them.
+	oldRuns, countErr := a.oldQueueRuns(ctx, time.Now().Add(-3*time.Minute))
 	switch {
 	case countErr != nil:
 		log.Warn("cannot tell whether runs from before version 10 are open: each provider queue starts with three quarters of its rate limit, and the next checks decide", zap.Error(countErr))
@@ -214,17 +217,22 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	return a, nil
 }
 
-// oldQueuesQuery finds the open runs whose provider activities wait on
-// the provider queues of one purpose each (versions 3 to 9).
-var oldQueuesQuery = fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running" AND TemporalChangeVersion IN (%s)`,
+// oldQueuesQuery finds the runs whose provider activities wait on the
+// provider queues of one purpose each (versions 3 to 9).
+var oldQueuesQuery = fmt.Sprintf(`WorkflowType = %q AND TemporalChangeVersion IN (%s)`,
 	contract.WorkflowName, `"`+strings.Join(workflows.OldProviderQueueVersions(), `", "`)+`"`)
 
 // oldQueueRuns counts the open runs from before version 10, whose
-// provider activities go to the old queues.
-func (a *App) oldQueueRuns(ctx context.Context) (int64, error) {
+// provider activities go to the old queues, and those that closed after
+// closedSince (zero: none).
+func (a *App) oldQueueRuns(ctx context.Context, closedSince time.Time) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := a.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: a.Namespace, Query: oldQueuesQuery})
+	query := oldQueuesQuery + ` AND ExecutionStatus = "Running"`
+	if !closedSince.IsZero() {
+		query = oldQueuesQuery + fmt.Sprintf(` AND (ExecutionStatus = "Running" OR CloseTime > %q)`, closedSince.UTC().Format(time.RFC3339Nano))
+	}
+	resp, err := a.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: a.Namespace, Query: query})
 	return resp.GetCount(), err
 }
 
@@ -254,7 +262,6 @@ func (a *App) watchOldQueues() {
 		defer t.Stop()
 		sinceLowered := 0 // checks since the mode became Lowered
 		agree, last := 0, false
-		prev := a.workers.Mode()
 		for {
 			select {
 			case <-ctx.Done():
@@ -265,7 +272,7 @@ func (a *App) watchOldQueues() {
 				return
 			}
 			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-			n, err := a.oldQueueRuns(cctx)
+			n, err := a.oldQueueRuns(cctx, time.Time{})
 			ccancel()
 			if ctx.Err() != nil {
 				return
@@ -281,9 +288,6 @@ func (a *App) watchOldQueues() {
 				agree, last = 1, open
 			}
 			mode := a.workers.Mode()
-			if mode == Lowered && prev != Lowered {
-				sinceLowered = 0 // a change that failed midway left it here
-			}
 			next := mode
 			switch mode {
 			case OnlyProviderQueues:
@@ -302,15 +306,18 @@ func (a *App) watchOldQueues() {
 					}
 				}
 			}
-			if next != mode && next == Lowered {
-				sinceLowered = 0
-			}
-			err = a.workers.SetMode(next)
+			noRoom, err := a.workers.SetMode(next)
 			if err != nil {
 				a.Log.Error("runs from before version 10: cannot poll "+next.String()+" (tried again at the next check): "+err.Error(), zap.Int64("runs", n))
 			}
-			prev = a.workers.Mode()
-			if next == mode || prev != next {
+			if noRoom != nil && n > 0 {
+				a.Log.Error("runs from before version 10 are open, and their queues at some provider cannot be polled within its limit: "+noRoom.Error()+"; raise the limit until they end", zap.Int64("runs", n))
+			}
+			now := a.workers.Mode()
+			if now == Lowered && mode != Lowered {
+				sinceLowered = 0
+			}
+			if next == mode || now != next {
 				continue
 			}
 			switch next {
@@ -549,8 +556,12 @@ func (a *App) Banner() string {
 		for _, p := range provider.Names {
 			if _, ok := a.Activities.Providers[p]; ok {
 				queues = append(queues, contract.ProviderQueue(contract.TaskQueue, string(p)))
-				if a.workers != nil && a.workers.Mode() == WithOldQueues {
-					queues = append(queues, contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeSend), contract.ProviderTaskQueue(contract.TaskQueue, string(p), contract.PurposeLookup))
+				for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
+					if q := contract.ProviderTaskQueue(contract.TaskQueue, string(p), purpose); a.workers != nil {
+						if _, ok := a.workers.polls(q); ok {
+							queues = append(queues, q)
+						}
+					}
 				}
 			}
 		}

@@ -613,9 +613,21 @@ func TestDevBannerNamesTheUI(t *testing.T) {
 // version 10 does not count.
 func TestOldProviderQueuesArePolledWhileOldRunsAreOpen(t *testing.T) {
 	t.Parallel()
+	// Sendy at its default limit; and no limit at any provider, where
+	// Lowered changes no rate (a review found old runs stranded there).
+	for _, sendyLimit := range []int{DefaultRateLimits[provider.Sendy], 0} {
+		t.Run(fmt.Sprintf("sendy limit %d", sendyLimit), func(t *testing.T) {
+			t.Parallel()
+			oldProviderQueues(t, sendyLimit)
+		})
+	}
+}
+
+func oldProviderQueues(t *testing.T, sendyLimit int) {
 	ctx := context.Background()
 	cfg := Config{
 		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: Off, SimulatorAddress: "127.0.0.1:0", IntakeAddress: Off,
+		RateLimits:     map[provider.Name]int{provider.Sendy: sendyLimit},
 		oldQueuesCheck: 300 * time.Millisecond,
 	}
 	a, err := Start(ctx, cfg, zap.NewNop())
@@ -677,7 +689,7 @@ func TestOldProviderQueuesArePolledWhileOldRunsAreOpen(t *testing.T) {
 		return id, queue, stop
 	}
 	count := func(a *App) int64 {
-		n, err := a.oldQueueRuns(ctx)
+		n, err := a.oldQueueRuns(ctx, time.Time{})
 		require.NoError(t, err)
 		return n
 	}
@@ -714,6 +726,15 @@ func TestOldProviderQueuesArePolledWhileOldRunsAreOpen(t *testing.T) {
 	require.Eventually(t, polling(b, Lowered), 10*time.Second, 20*time.Millisecond, "first the old queues stop")
 	require.Eventually(t, polling(b, OnlyProviderQueues), 10*time.Second, 20*time.Millisecond, "then the provider queue takes the whole limit")
 	require.NotContains(t, b.Banner(), oldQueues[0])
+
+	// A process started right after the last old run ended starts
+	// lowered: the old queues' last requests may still be in the window.
+	require.NoError(t, b.Stop())
+	c, err := Start(ctx, cfg, zap.NewNop())
+	require.NoError(t, err)
+	defer func() { _ = c.Stop() }()
+	require.True(t, polling(c, Lowered)(), "lowered from the start")
+	require.Eventually(t, polling(c, OnlyProviderQueues), 10*time.Second, 20*time.Millisecond, "then the whole limit")
 }
 
 // The rates the provider queues get never let the server's limiter put

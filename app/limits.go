@@ -157,6 +157,7 @@ type Workers struct {
 	limits   QueueLimits
 
 	mu      sync.Mutex
+	mode    QueueMode
 	byQueue map[string]queueWorker // the provider queues polled
 	other   []worker.Worker        // the run queue's
 	stopped bool
@@ -184,7 +185,7 @@ func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Act
 	if limits.OldQueues {
 		mode = Lowered
 	}
-	if err := w.SetMode(mode); err != nil && !errors.Is(err, errNoRoom) {
+	if _, err := w.SetMode(mode); err != nil {
 		w.Stop()
 		return nil, err
 	}
@@ -231,25 +232,13 @@ func (w *Workers) rates() (out []providerRates, noRoom error) {
 	return out, errors.Join(errs...)
 }
 
-// Mode is what the process polls now, read off its workers: an old queue
-// polled is WithOldQueues, a provider queue below its whole rate
-// Lowered.
+// Mode is the mode the process is in: the last one SetMode reached, or,
+// after a change that failed midway, the riskier of the two it was
+// between (App.watchOldQueues then waits as if it had been reached).
 func (w *Workers) Mode() QueueMode {
-	rates, _ := w.rates()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	mode := OnlyProviderQueues
-	for _, r := range rates {
-		for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
-			if _, ok := w.byQueue[contract.ProviderTaskQueue(w.runQueue, string(r.p), purpose)]; ok {
-				return WithOldQueues
-			}
-		}
-		if qw, ok := w.byQueue[contract.ProviderQueue(w.runQueue, string(r.p))]; ok && qw.rate != r.whole.Queue {
-			mode = Lowered
-		}
-	}
-	return mode
+	return w.mode
 }
 
 // SetMode polls each configured provider's queues as mode says, in an
@@ -257,15 +246,25 @@ func (w *Workers) Mode() QueueMode {
 // old queues mode leaves out, then lowers the provider queues mode
 // lowers, and only when those are done raises provider queues or starts
 // old queues. A queue whose rate changes gets a new worker and its old
-// one stops in the background. It may be called again after an error:
-// what is done already is not done twice, and Mode says where it stands.
-// A provider whose limit leaves no room for the old queues keeps its
-// whole rate and no old queue (the error wraps errNoRoom).
-func (w *Workers) SetMode(mode QueueMode) error {
+// one stops in the background. After an error it may be called again:
+// what is done already is not done twice. A provider whose limit leaves
+// no room for the old queues keeps its whole rate and no old queue:
+// noRoom (wrapping errNoRoom) names each.
+func (w *Workers) SetMode(mode QueueMode) (noRoom, err error) {
 	rates, noRoom := w.rates()
 	if mode == OnlyProviderQueues {
 		noRoom = nil
 	}
+	defer func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		// Into Lowered, a failure leaves the mode before (riskier: some
+		// queue may still be at the whole rate, or an old queue polled);
+		// into another, a failure counts as reaching it.
+		if err == nil || mode != Lowered {
+			w.mode = mode
+		}
+	}()
 	for _, r := range rates {
 		if mode != WithOldQueues || !r.room {
 			for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
@@ -287,25 +286,25 @@ func (w *Workers) SetMode(mode QueueMode) error {
 		now, polled := w.polls(queue)
 		if polled && lower(now, target(r)) {
 			if err := w.poll(queue, target(r)); err != nil {
-				return errors.Join(err, noRoom)
+				return noRoom, err
 			}
 		}
 	}
 	for _, r := range rates {
 		if err := w.poll(contract.ProviderQueue(w.runQueue, string(r.p)), target(r)); err != nil {
-			return errors.Join(err, noRoom)
+			return noRoom, err
 		}
 		if mode != WithOldQueues || !r.room {
 			continue
 		}
 		if err := w.poll(contract.ProviderTaskQueue(w.runQueue, string(r.p), contract.PurposeSend), r.shared.OldSend); err != nil {
-			return errors.Join(err, noRoom)
+			return noRoom, err
 		}
 		if err := w.poll(contract.ProviderTaskQueue(w.runQueue, string(r.p), contract.PurposeLookup), r.shared.OldLookup); err != nil {
-			return errors.Join(err, noRoom)
+			return noRoom, err
 		}
 	}
-	return noRoom
+	return noRoom, nil
 }
 
 // poll makes sure a worker of the provider activities polls queue at

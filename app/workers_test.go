@@ -97,13 +97,15 @@ func fakeWorkers(t *testing.T, down bool, limits map[provider.Name]int, partitio
 func TestASetModeThatFailedIsTriedAgain(t *testing.T) {
 	t.Parallel()
 	w, f := fakeWorkers(t, true, map[provider.Name]int{provider.Sendy: 60}, 1)
-	require.Error(t, w.SetMode(WithOldQueues), "the frontend is down")
-	require.NotEqual(t, WithOldQueues, w.Mode(), "no old queue is polled")
+	_, err := w.SetMode(WithOldQueues)
+	require.Error(t, err, "the frontend is down")
+	require.Equal(t, WithOldQueues, w.Mode(), "a change toward the old queues that failed midway counts as made: the way back waits")
 
 	f.mu.Lock()
 	f.down = false
 	f.mu.Unlock()
-	require.NoError(t, w.SetMode(WithOldQueues))
+	_, err = w.SetMode(WithOldQueues)
+	require.NoError(t, err)
 	require.Equal(t, WithOldQueues, w.Mode())
 	for _, q := range []string{contract.ProviderQueue(contract.TaskQueue, "sendy"), contract.ProviderTaskQueue(contract.TaskQueue, "sendy", contract.PurposeSend), contract.ProviderTaskQueue(contract.TaskQueue, "sendy", contract.PurposeLookup)} {
 		require.Eventually(t, func() bool { return f.isPolled(q) }, 5*time.Second, 50*time.Millisecond, q)
@@ -141,9 +143,10 @@ func TestSmallLimitsStillValidate(t *testing.T) {
 func TestALimitWithNoRoomStrandsNoOtherProvider(t *testing.T) {
 	t.Parallel()
 	w, _ := fakeWorkers(t, false, map[provider.Name]int{provider.Sendy: 12, provider.Bird: 0}, 4)
-	err := w.SetMode(WithOldQueues)
-	require.ErrorIs(t, err, errNoRoom)
-	require.ErrorContains(t, err, "sendy")
+	noRoom, err := w.SetMode(WithOldQueues)
+	require.NoError(t, err)
+	require.ErrorIs(t, noRoom, errNoRoom)
+	require.ErrorContains(t, noRoom, "sendy")
 	require.Equal(t, WithOldQueues, w.Mode())
 	for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
 		_, ok := w.polls(contract.ProviderTaskQueue(contract.TaskQueue, "bird", purpose))
