@@ -202,7 +202,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	case countErr != nil:
 		log.Warn("cannot tell whether runs from before version 10 are open: each provider queue starts with three quarters of its rate limit, and the next checks decide", zap.Error(countErr))
 	case oldRuns > 0:
-		log.Info("runs from before version 10 are open: each provider queue starts with three quarters of its rate limit, and their queues take the rest in two checks", zap.Int64("runs", oldRuns))
+		log.Info("runs from before version 10 are open or ended in the last three minutes: each provider queue starts with three quarters of its rate limit, and the next checks decide", zap.Int64("runs", oldRuns))
 	}
 	if a.workers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, cfg.queueLimits(countErr != nil || oldRuns > 0), tuning); err != nil {
 		return nil, err
@@ -239,8 +239,9 @@ func (a *App) oldQueueRuns(ctx context.Context, closedSince time.Time) (int64, e
 // watchOldQueues counts the runs from before version 10 every
 // oldQueuesCheck (a minute) and moves the process's provider queues
 // between polling the old queues and not (Workers.SetMode), through
-// Lowered either way. It leaves Lowered two checks after entering it,
-// once the last two counts agree: before the old queues take their
+// Lowered either way. It leaves Lowered once three counts in a row agree,
+// at least two checks after entering it (a failed count neither breaks
+// the row nor adds to it): before the old queues take their
 // share, the provider queues' requests of the minute before at the whole
 // limit leave the provider's window and every process of the fleet,
 // counting at its own time, has lowered too; after the old queues
@@ -260,8 +261,7 @@ func (a *App) watchOldQueues() {
 		defer close(done)
 		t := time.NewTicker(every)
 		defer t.Stop()
-		sinceLowered := 0 // checks since the mode became Lowered
-		agree, last := 0, false
+		var steps modeSteps
 		for {
 			select {
 			case <-ctx.Done():
@@ -278,34 +278,12 @@ func (a *App) watchOldQueues() {
 				return
 			}
 			if err != nil {
-				agree = 0
+				// Neither breaks the row of agreeing counts nor adds to it.
 				a.Log.Warn("cannot count the runs from before version 10: the provider queues stay as they are ("+a.workers.Mode().String()+")", zap.Error(err))
 				continue
 			}
-			if open := n > 0; open == last {
-				agree++
-			} else {
-				agree, last = 1, open
-			}
 			mode := a.workers.Mode()
-			next := mode
-			switch mode {
-			case OnlyProviderQueues:
-				if n > 0 {
-					next = Lowered
-				}
-			case WithOldQueues:
-				if n == 0 {
-					next = Lowered
-				}
-			case Lowered:
-				if sinceLowered++; sinceLowered >= 2 && agree >= 2 {
-					next = OnlyProviderQueues
-					if n > 0 {
-						next = WithOldQueues
-					}
-				}
-			}
+			next := steps.next(mode, n)
 			noRoom, err := a.workers.SetMode(next)
 			if err != nil {
 				a.Log.Error("runs from before version 10: cannot poll "+next.String()+" (tried again at the next check): "+err.Error(), zap.Int64("runs", n))
@@ -314,10 +292,8 @@ func (a *App) watchOldQueues() {
 				a.Log.Error("runs from before version 10 are open, and their queues at some provider cannot be polled within its limit: "+noRoom.Error()+"; raise the limit until they end", zap.Int64("runs", n))
 			}
 			now := a.workers.Mode()
-			if now == Lowered && mode != Lowered {
-				sinceLowered = 0
-			}
-			if next == mode || now != next {
+			steps.reached(mode, now)
+			if next == mode || now != next || err != nil {
 				continue
 			}
 			switch next {
@@ -328,12 +304,57 @@ func (a *App) watchOldQueues() {
 					a.Log.Info("no run from before version 10 is open: stopped polling their queues; each provider queue takes its whole rate limit in two checks", zap.Duration("check", every))
 				}
 			case WithOldQueues:
-				a.Log.Info("polling the queues of runs from before version 10, with a quarter of each rate limit", zap.Int64("runs", n))
+				a.Log.Info("polling the queues of runs from before version 10, with a quarter of each provider's rate limit where it has one", zap.Int64("runs", n))
 			case OnlyProviderQueues:
 				a.Log.Info("each provider queue takes its whole rate limit")
 			}
 		}
 	}()
+}
+
+// modeSteps is what watchOldQueues carries from one count to the next.
+type modeSteps struct {
+	sinceLowered int  // checks since the mode became Lowered
+	agree        int  // counts in a row, this one included, that agree
+	open         bool // whether they found old runs open
+}
+
+// next is the mode to set in mode after a count found n old runs open.
+// From Lowered it moves on once three counts in a row agree, at least two
+// checks after entering it: the first count that saw the runs (or their
+// end) was two checks ago, so every process of the fleet has seen it
+// since, and the requests from before have left the provider's window.
+func (st *modeSteps) next(mode QueueMode, n int64) QueueMode {
+	if open := n > 0; open == st.open {
+		st.agree++
+	} else {
+		st.agree, st.open = 1, open
+	}
+	switch mode {
+	case OnlyProviderQueues:
+		if st.open {
+			return Lowered
+		}
+	case WithOldQueues:
+		if !st.open {
+			return Lowered
+		}
+	case Lowered:
+		if st.sinceLowered++; st.sinceLowered >= 2 && st.agree >= 3 {
+			if st.open {
+				return WithOldQueues
+			}
+			return OnlyProviderQueues
+		}
+	}
+	return mode
+}
+
+// reached notes that the process went from mode before to now.
+func (st *modeSteps) reached(before, now QueueMode) {
+	if now == Lowered && before != Lowered {
+		st.sinceLowered = 0
+	}
 }
 
 // temporalReachable asks the frontend's health service.

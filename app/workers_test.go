@@ -160,3 +160,40 @@ func TestALimitWithNoRoomStrandsNoOtherProvider(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, whole.Queue, rate, "sendy's queue keeps its whole rate")
 }
+
+// The watcher's steps between the modes, count by count (0: no old run
+// open, 1: some). A review found the way up left Lowered one check after
+// the first count that saw old runs, where the process had entered
+// Lowered for another reason (at start, after old runs had just ended):
+// a peer that counted a moment later could still be at the whole rate.
+func TestTheWatchersStepsWaitForThreeAgreeingCounts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		start  QueueMode
+		counts []int64
+		want   []QueueMode // the mode after each count
+	}{
+		{"old runs turn up", OnlyProviderQueues, []int64{1, 1, 1, 1},
+			[]QueueMode{Lowered, Lowered, WithOldQueues, WithOldQueues}},
+		{"the last old run ends", WithOldQueues, []int64{0, 0, 0, 0},
+			[]QueueMode{Lowered, Lowered, OnlyProviderQueues, OnlyProviderQueues}},
+		{"started lowered, old runs turn up after the first count", Lowered, []int64{0, 1, 1, 1},
+			[]QueueMode{Lowered, Lowered, Lowered, WithOldQueues}},
+		{"started lowered, none open", Lowered, []int64{0, 0, 0, 0},
+			[]QueueMode{Lowered, Lowered, OnlyProviderQueues, OnlyProviderQueues}},
+		{"counts that flip keep it lowered", OnlyProviderQueues, []int64{1, 0, 1, 0, 0, 0},
+			[]QueueMode{Lowered, Lowered, Lowered, Lowered, Lowered, OnlyProviderQueues}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st modeSteps
+			mode := tc.start
+			for i, n := range tc.counts {
+				next := st.next(mode, n)
+				st.reached(mode, next)
+				mode = next
+				require.Equal(t, tc.want[i], mode, "after count %d (%d open)", i+1, n)
+			}
+		})
+	}
+}
