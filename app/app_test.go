@@ -611,8 +611,11 @@ func TestDevBannerNamesTheUI(t *testing.T) {
 // queues' rates for two checks; when none is left it stops them, and
 // gives its provider queues the whole limit two checks later. A run of
 // version 10 does not count.
+//
+// Not parallel with the package's other tests: its two cases start six
+// dev stacks, and a port a stack chose can be taken by another test's
+// connection before the stack binds it.
 func TestOldProviderQueuesArePolledWhileOldRunsAreOpen(t *testing.T) {
-	t.Parallel()
 	// Sendy at its default limit; and no limit at any provider, where
 	// Lowered changes no rate (a review found old runs stranded there).
 	for _, sendyLimit := range []int{DefaultRateLimits[provider.Sendy], 0} {

@@ -24,12 +24,14 @@ func resolvePort(addr string) (string, int, error) {
 	return host, port, err
 }
 
-// freePort finds a port for a listener the server opens later. An
-// ephemeral port (32768 and up, where the kernel puts outgoing
-// connections) can be taken by a connection in between: CI saw "bind:
-// address already in use" for the frontend's HTTP port while parallel
-// tests ran dev stacks. So it is a low port, as the membership ports.
-func freePort(host string) (int, error) { return FreeLowPort(host) }
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
 
 // freeMembershipPort finds a free port below 32768: the server keeps a
 // membership port in a smallint column, which the ephemeral ports the
