@@ -193,10 +193,10 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		return nil, err
 	}
 	// Runs from before version 10 wait on the provider queues of one
-	// purpose each: poll those too while any is open.
-	// Runs that ended in the last three minutes count too: their old
-	// queues' requests may still be in a provider's window, and other
-	// workers may still poll them.
+	// purpose each: poll those too while any is open. Runs that ended in
+	// the last three minutes count too: their old queues' requests may
+	// still be in a provider's window, and other workers may still poll
+	// them.
 	oldRuns, countErr := a.oldQueueRuns(ctx, time.Now().Add(-3*time.Minute))
 	switch {
 	case countErr != nil:
@@ -271,9 +271,7 @@ func (a *App) watchOldQueues() {
 			if ctx.Err() != nil {
 				return
 			}
-			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-			n, err := a.oldQueueRuns(cctx, time.Time{})
-			ccancel()
+			n, err := a.oldQueueRuns(ctx, time.Time{})
 			if ctx.Err() != nil {
 				return
 			}
@@ -577,8 +575,8 @@ func (a *App) Banner() string {
 		for _, p := range provider.Names {
 			if _, ok := a.Activities.Providers[p]; ok {
 				queues = append(queues, contract.ProviderQueue(contract.TaskQueue, string(p)))
-				for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
-					if q := contract.ProviderTaskQueue(contract.TaskQueue, string(p), purpose); a.workers != nil {
+				for _, q := range oldQueuesOf(contract.TaskQueue, p) {
+					if a.workers != nil {
 						if _, ok := a.workers.polls(q); ok {
 							queues = append(queues, q)
 						}

@@ -267,8 +267,8 @@ func (w *Workers) SetMode(mode QueueMode) (noRoom, err error) {
 	}()
 	for _, r := range rates {
 		if mode != WithOldQueues || !r.room {
-			for _, purpose := range []string{contract.PurposeSend, contract.PurposeLookup} {
-				w.drop(contract.ProviderTaskQueue(w.runQueue, string(r.p), purpose))
+			for _, q := range oldQueuesOf(w.runQueue, r.p) {
+				w.drop(q)
 			}
 		}
 	}
@@ -297,14 +297,23 @@ func (w *Workers) SetMode(mode QueueMode) (noRoom, err error) {
 		if mode != WithOldQueues || !r.room {
 			continue
 		}
-		if err := w.poll(contract.ProviderTaskQueue(w.runQueue, string(r.p), contract.PurposeSend), r.shared.OldSend); err != nil {
-			return noRoom, err
-		}
-		if err := w.poll(contract.ProviderTaskQueue(w.runQueue, string(r.p), contract.PurposeLookup), r.shared.OldLookup); err != nil {
-			return noRoom, err
+		old := oldQueuesOf(w.runQueue, r.p)
+		for i, rate := range []float64{r.shared.OldSend, r.shared.OldLookup} {
+			if err := w.poll(old[i], rate); err != nil {
+				return noRoom, err
+			}
 		}
 	}
 	return noRoom, nil
+}
+
+// oldQueuesOf are provider p's send and lookup queues beside runQueue,
+// which runs from before version 10 use.
+func oldQueuesOf(runQueue string, p provider.Name) [2]string {
+	return [2]string{
+		contract.ProviderTaskQueue(runQueue, string(p), contract.PurposeSend),
+		contract.ProviderTaskQueue(runQueue, string(p), contract.PurposeLookup),
+	}
 }
 
 // poll makes sure a worker of the provider activities polls queue at
