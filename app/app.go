@@ -67,9 +67,7 @@ type App struct {
 	// the codec server serve them too).
 	HealthURL string
 
-	workers *Workers
-	// stopWatch ends watchOldQueues and waits for it.
-	stopWatch  func()
+	workers    *Workers
 	stopPurge  func()
 	purgeDone  chan struct{}
 	intake     *http.Server
@@ -192,22 +190,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	if err := tuning.Apply(); err != nil {
 		return nil, err
 	}
-	// Runs from before version 10 wait on the provider queues of one
-	// purpose each: poll those too while any is open. Runs that ended in
-	// the last three minutes count too: their old queues' requests may
-	// still be in a provider's window, and other workers may still poll
-	// them.
-	oldRuns, countErr := a.oldQueueRuns(ctx, time.Now().Add(-3*time.Minute))
-	switch {
-	case countErr != nil:
-		log.Warn("cannot tell whether runs from before version 10 are open: each provider queue starts with three quarters of its rate limit, and the next checks decide", zap.Error(countErr))
-	case oldRuns > 0:
-		log.Info("runs from before version 10 are open or ended in the last three minutes: each provider queue starts with three quarters of its rate limit, and the next checks decide", zap.Int64("runs", oldRuns))
-	}
-	if a.workers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, cfg.queueLimits(countErr != nil || oldRuns > 0), tuning); err != nil {
+	if a.workers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, cfg.queueLimits(), tuning); err != nil {
 		return nil, err
 	}
-	a.watchOldQueues()
 	if cfg.IntakeAddress != Off {
 		if err := a.serveIntake(); err != nil {
 			return nil, err
@@ -215,144 +200,6 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	}
 	a.started.Store(true)
 	return a, nil
-}
-
-// oldQueuesQuery finds the runs whose provider activities wait on the
-// provider queues of one purpose each (versions 3 to 9).
-var oldQueuesQuery = fmt.Sprintf(`WorkflowType = %q AND TemporalChangeVersion IN (%s)`,
-	contract.WorkflowName, `"`+strings.Join(workflows.OldProviderQueueVersions(), `", "`)+`"`)
-
-// oldQueueRuns counts the open runs from before version 10, whose
-// provider activities go to the old queues, and those that closed after
-// closedSince (zero: none).
-func (a *App) oldQueueRuns(ctx context.Context, closedSince time.Time) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	query := oldQueuesQuery + ` AND ExecutionStatus = "Running"`
-	if !closedSince.IsZero() {
-		query = oldQueuesQuery + fmt.Sprintf(` AND (ExecutionStatus = "Running" OR CloseTime > %q)`, closedSince.UTC().Format(time.RFC3339Nano))
-	}
-	resp, err := a.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: a.Namespace, Query: query})
-	return resp.GetCount(), err
-}
-
-// watchOldQueues counts the runs from before version 10 every
-// oldQueuesCheck (a minute) and moves the process's provider queues
-// between polling the old queues and not (Workers.SetMode), through
-// Lowered either way. It leaves Lowered once three counts in a row agree,
-// at least two checks after entering it (a failed count neither breaks
-// the row nor adds to it): before the old queues take their
-// share, the provider queues' requests of the minute before at the whole
-// limit leave the provider's window and every process of the fleet,
-// counting at its own time, has lowered too; after the old queues
-// stopped, their last requests leave it before the provider queues take
-// the whole limit again. Each check also sets the mode again, which
-// finishes a change that failed midway and repeats what stays wrong (a
-// limit with no room for the old queues).
-func (a *App) watchOldQueues() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	a.stopWatch = func() { cancel(); <-done }
-	every := a.Config.oldQueuesCheck
-	if every == 0 {
-		every = time.Minute
-	}
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		var steps modeSteps
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			n, err := a.oldQueueRuns(ctx, time.Time{})
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				// Neither breaks the row of agreeing counts nor adds to it.
-				a.Log.Warn("cannot count the runs from before version 10: the provider queues stay as they are ("+a.workers.Mode().String()+")", zap.Error(err))
-				continue
-			}
-			mode := a.workers.Mode()
-			next := steps.next(mode, n)
-			noRoom, err := a.workers.SetMode(next)
-			if err != nil {
-				a.Log.Error("runs from before version 10: cannot poll "+next.String()+" (tried again at the next check): "+err.Error(), zap.Int64("runs", n))
-			}
-			if noRoom != nil && n > 0 {
-				a.Log.Error("runs from before version 10 are open, and their queues at some provider cannot be polled within its limit: "+noRoom.Error()+"; raise the limit until they end", zap.Int64("runs", n))
-			}
-			now := a.workers.Mode()
-			steps.reached(mode, now)
-			if next == mode || now != next || err != nil {
-				continue
-			}
-			switch next {
-			case Lowered:
-				if n > 0 {
-					a.Log.Info("runs from before version 10 turned up: each provider queue takes three quarters of its rate limit now, and their queues the rest in two checks", zap.Int64("runs", n), zap.Duration("check", every))
-				} else {
-					a.Log.Info("no run from before version 10 is open: stopped polling their queues; each provider queue takes its whole rate limit in two checks", zap.Duration("check", every))
-				}
-			case WithOldQueues:
-				a.Log.Info("polling the queues of runs from before version 10, with a quarter of each provider's rate limit where it has one", zap.Int64("runs", n))
-			case OnlyProviderQueues:
-				a.Log.Info("each provider queue takes its whole rate limit")
-			}
-		}
-	}()
-}
-
-// modeSteps is what watchOldQueues carries from one count to the next.
-type modeSteps struct {
-	sinceLowered int  // checks since the mode became Lowered
-	agree        int  // counts in a row, this one included, that agree
-	open         bool // whether they found old runs open
-}
-
-// next is the mode to set in mode after a count found n old runs open.
-// From Lowered it moves on once three counts in a row agree, at least two
-// checks after entering it: the first count that saw the runs (or their
-// end) was two checks ago, so every process of the fleet has seen it
-// since, and the requests from before have left the provider's window.
-func (st *modeSteps) next(mode QueueMode, n int64) QueueMode {
-	if open := n > 0; open == st.open {
-		st.agree++
-	} else {
-		st.agree, st.open = 1, open
-	}
-	switch mode {
-	case OnlyProviderQueues:
-		if st.open {
-			return Lowered
-		}
-	case WithOldQueues:
-		if !st.open {
-			return Lowered
-		}
-	case Lowered:
-		if st.sinceLowered++; st.sinceLowered >= 2 && st.agree >= 3 {
-			if st.open {
-				return WithOldQueues
-			}
-			return OnlyProviderQueues
-		}
-	}
-	return mode
-}
-
-// reached notes that the process went from mode before to now.
-func (st *modeSteps) reached(before, now QueueMode) {
-	if now == Lowered && before != Lowered {
-		st.sinceLowered = 0
-	}
 }
 
 // temporalReachable asks the frontend's health service.
@@ -575,13 +422,6 @@ func (a *App) Banner() string {
 		for _, p := range provider.Names {
 			if _, ok := a.Activities.Providers[p]; ok {
 				queues = append(queues, contract.ProviderQueue(contract.TaskQueue, string(p)))
-				for _, q := range oldQueuesOf(contract.TaskQueue, p) {
-					if a.workers != nil {
-						if _, ok := a.workers.polls(q); ok {
-							queues = append(queues, q)
-						}
-					}
-				}
 			}
 		}
 		fmt.Fprintf(&b, "  Task queues:        %s\n", strings.Join(queues, ", "))
@@ -616,9 +456,6 @@ func (a *App) Stop() error {
 		defer cancel()
 		intakeDone <- a.intake.Shutdown(ctx)
 	}()
-	if a.stopWatch != nil {
-		a.stopWatch()
-	}
 	if a.workers != nil {
 		// No new tasks; sends in flight finish and are recorded (up to
 		// StopTimeout) while the ledger, the client and the simulator are

@@ -13,7 +13,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"math"
 	"math/big"
@@ -31,7 +30,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -39,8 +37,6 @@ import (
 	"go.temporal.io/api/proxy"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -55,7 +51,6 @@ import (
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/starter"
-	"github.com/acme/smsorch/workflows"
 )
 
 func TestFlagsAndEnvironment(t *testing.T) {
@@ -604,184 +599,30 @@ func TestDevBannerNamesTheUI(t *testing.T) {
 	require.NoError(t, a.Stop(), "a second Stop is harmless")
 }
 
-// Runs from before version 10 wait on the provider queues of one
-// purpose each. A process polls those too while such a run is open: from
-// its start when one is open then, and, when one turns up later (an old
-// worker of a rolling deploy started it), after lowering its provider
-// queues' rates for two checks; when none is left it stops them, and
-// gives its provider queues the whole limit two checks later. A run of
-// version 10 does not count.
-//
-// Not parallel with the package's other tests: its two cases start six
-// dev stacks, and a port a stack chose can be taken by another test's
-// connection before the stack binds it.
-func TestOldProviderQueuesArePolledWhileOldRunsAreOpen(t *testing.T) {
-	// Sendy at its default limit; and no limit at any provider, where
-	// Lowered changes no rate (a review found old runs stranded there).
-	for _, sendyLimit := range []int{DefaultRateLimits[provider.Sendy], 0} {
-		t.Run(fmt.Sprintf("sendy limit %d", sendyLimit), func(t *testing.T) {
-			t.Parallel()
-			oldProviderQueues(t, sendyLimit)
-		})
-	}
-}
-
-func oldProviderQueues(t *testing.T, sendyLimit int) {
-	ctx := context.Background()
-	cfg := Config{
-		Dev: true, DataDir: t.TempDir(), FrontendAddress: "127.0.0.1:0", UIAddress: Off, SimulatorAddress: "127.0.0.1:0", IntakeAddress: Off,
-		RateLimits:     map[provider.Name]int{provider.Sendy: sendyLimit},
-		oldQueuesCheck: 300 * time.Millisecond,
-	}
-	a, err := Start(ctx, cfg, zap.NewNop())
-	require.NoError(t, err)
-	defer func() { _ = a.Stop() }()
-	sendyQueue := contract.ProviderQueue(contract.TaskQueue, "sendy")
-	oldQueues := []string{contract.ProviderTaskQueue(contract.TaskQueue, "sendy", contract.PurposeSend), contract.ProviderTaskQueue(contract.TaskQueue, "sendy", contract.PurposeLookup)}
-	limits := a.Config.queueLimits(false)
-	whole, err := limits.Rates(provider.Sendy)
-	require.NoError(t, err)
-	limits.OldQueues = true
-	shared, err := limits.Rates(provider.Sendy)
-	require.NoError(t, err)
-	// The mode, and the rates the process polls at, as it should be in it.
-	polling := func(a *App, want QueueMode) func() bool {
-		return func() bool {
-			rate, ok := a.workers.polls(sendyQueue)
-			_, oldSend := a.workers.polls(oldQueues[0])
-			_, oldLookup := a.workers.polls(oldQueues[1])
-			switch want {
-			case OnlyProviderQueues:
-				return a.workers.Mode() == want && ok && rate == whole.Queue && !oldSend && !oldLookup
-			case Lowered:
-				return a.workers.Mode() == want && ok && rate == shared.Queue && !oldSend && !oldLookup
-			default:
-				return a.workers.Mode() == want && ok && rate == shared.Queue && oldSend && oldLookup
-			}
-		}
-	}
-	require.True(t, polling(a, OnlyProviderQueues)(), "a new stack has no run from before version 10")
-	pollers := func(c client.Client, queue string) func() bool {
-		return func() bool {
-			resp, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
-			require.NoError(t, err)
-			return len(resp.GetPollers()) > 0
-		}
-	}
-	require.Eventually(t, pollers(a.Client, sendyQueue), 10*time.Second, 50*time.Millisecond, "the provider's queue is polled")
-
-	// Stand-ins for SendSMS on a queue of their own: each records its
-	// version as SendSMS does (the SDK's TemporalChangeVersion), then
-	// waits for a signal to end.
-	serve := func(c client.Client, queue string, v workflow.Version) (stop func()) {
-		w := worker.New(c, queue, worker.Options{})
-		w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
-			workflow.GetVersion(ctx, workflows.VersionChange, workflow.DefaultVersion, v)
-			workflow.GetSignalChannel(ctx, "end").Receive(ctx, nil)
-			return nil
-		}, workflow.RegisterOptions{Name: contract.WorkflowName})
-		require.NoError(t, w.Start())
-		return w.Stop
-	}
-	standIn := func(c client.Client, v workflow.Version) (id, queue string, stop func()) {
-		queue = "stand-in-" + uuid.NewString()
-		stop = serve(c, queue, v)
-		id = fmt.Sprintf("stand-in-v%d-%s", v, uuid.NewString())
-		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, contract.WorkflowName)
-		require.NoError(t, err)
-		return id, queue, stop
-	}
-	count := func(a *App) int64 {
-		n, err := a.oldQueueRuns(ctx, time.Time{})
-		require.NoError(t, err)
-		return n
-	}
-	_, _, stopNew := standIn(a.Client, workflows.LatestVersion)
-	time.Sleep(time.Second)
-	require.Zero(t, count(a), "a run of the latest version waits on no old queue")
-	require.True(t, polling(a, OnlyProviderQueues)())
-
-	oldID, oldQueue, stopOld := standIn(a.Client, workflows.VersionBoundDecisions)
-	require.Eventually(t, func() bool { return count(a) == 1 }, 30*time.Second, 100*time.Millisecond, "a run of version 8 is counted once it recorded its version")
-	require.Eventually(t, polling(a, Lowered), 10*time.Second, 20*time.Millisecond, "first the provider queue's rate is lowered")
-	require.Eventually(t, polling(a, WithOldQueues), 10*time.Second, 20*time.Millisecond, "then the old queues are polled")
-	for _, q := range oldQueues {
-		require.Eventually(t, pollers(a.Client, q), 10*time.Second, 50*time.Millisecond, q)
-	}
-
-	// A process started over the same data while the run is open starts
-	// lowered, then polls the old queues with their share of each limit.
-	stopNew()
-	stopOld()
-	require.NoError(t, a.Stop())
-	b, err := Start(ctx, cfg, zap.NewNop())
-	require.NoError(t, err)
-	defer func() { _ = b.Stop() }()
-	require.True(t, polling(b, Lowered)(), "lowered from the start")
-	require.Eventually(t, polling(b, WithOldQueues), 10*time.Second, 20*time.Millisecond, "then the old queues are polled")
-	require.Contains(t, b.Banner(), oldQueues[0])
-
-	// The old run ends: the old queues stop, then the provider queue
-	// takes the whole limit.
-	defer serve(b.Client, oldQueue, workflows.VersionBoundDecisions)()
-	require.NoError(t, b.Client.SignalWorkflow(ctx, oldID, "", "end", nil))
-	require.Eventually(t, func() bool { return count(b) == 0 }, 30*time.Second, 100*time.Millisecond)
-	require.Eventually(t, polling(b, Lowered), 10*time.Second, 20*time.Millisecond, "first the old queues stop")
-	require.Eventually(t, polling(b, OnlyProviderQueues), 10*time.Second, 20*time.Millisecond, "then the provider queue takes the whole limit")
-	require.NotContains(t, b.Banner(), oldQueues[0])
-
-	// A process started right after the last old run ended starts
-	// lowered: the old queues' last requests may still be in the window.
-	require.NoError(t, b.Stop())
-	c, err := Start(ctx, cfg, zap.NewNop())
-	require.NoError(t, err)
-	defer func() { _ = c.Stop() }()
-	require.True(t, polling(c, Lowered)(), "lowered from the start")
-	require.Eventually(t, polling(c, OnlyProviderQueues), 10*time.Second, 20*time.Millisecond, "then the whole limit")
-}
-
 // The rates the provider queues get never let the server's limiter put
 // more than the limit into any 60 s: per partition, at most one second's
 // worth of burst plus 60 s of rate (Temporal 1.32's matcher), summed over
-// the queues polled, on servers of one partition and of four.
+// on servers of one partition and of four.
 func TestQueueRatesStayWithinTheLimit(t *testing.T) {
 	t.Parallel()
 	for _, partitions := range []int{1, 4} {
-		for _, old := range []bool{false, true} {
-			for _, perMinute := range []int{16, 60, 100, 600} {
-				r, err := QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: perMinute}, Partitions: partitions, OldQueues: old}.Rates(provider.Sendy)
-				require.NoError(t, err)
-				if old {
-					require.InDelta(t, 6.0, r.Queue/r.OldSend, 1e-9, "the provider queue gets six times an old queue's share")
-					require.Equal(t, r.OldSend, r.OldLookup)
-				} else {
-					require.Zero(t, r.OldSend+r.OldLookup, "no old queue polled")
-				}
-				worst := 0
-				for _, rate := range []float64{r.Queue, r.OldSend, r.OldLookup} {
-					if rate == 0 {
-						continue
-					}
-					perPartition := rate / float64(partitions)
-					worst += partitions * (1 + int(math.Floor(61*perPartition)))
-				}
-				require.LessOrEqual(t, worst, perMinute, "worst case in 60 s at %d a minute, %d partitions, old queues %v", perMinute, partitions, old)
-			}
+		for _, perMinute := range []int{8, 16, 60, 100, 600} {
+			r, err := QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: perMinute}, Partitions: partitions}.Rate(provider.Sendy)
+			require.NoError(t, err)
+			worst := partitions * (1 + int(math.Floor(61*r/float64(partitions))))
+			require.LessOrEqual(t, worst, perMinute, "worst case in 60 s at %d a minute, %d partitions", perMinute, partitions)
 		}
 	}
 	sendy := map[provider.Name]int{provider.Sendy: 60}
-	r, err := QueueLimits{PerMinute: sendy, Partitions: 1}.Rates(provider.Sendy)
+	r, err := QueueLimits{PerMinute: sendy, Partitions: 1}.Rate(provider.Sendy)
 	require.NoError(t, err)
-	require.InDelta(t, 57.1, r.Queue*60, 0.1, "Sendy on one partition: requests a minute")
-	r, err = QueueLimits{PerMinute: sendy}.Rates(provider.Sendy)
+	require.InDelta(t, 57.1, r*60, 0.1, "Sendy on one partition: requests a minute")
+	r, err = QueueLimits{PerMinute: sendy}.Rate(provider.Sendy)
 	require.NoError(t, err)
-	require.InDelta(t, 54.2, r.Queue*60, 0.1, "Sendy on the default four partitions: requests a minute")
-	r, err = QueueLimits{PerMinute: sendy, Partitions: 1, OldQueues: true}.Rates(provider.Sendy)
-	require.NoError(t, err)
-	require.InDelta(t, 41.4, r.Queue*60, 0.1, "Sendy beside the old queues: requests a minute")
-	_, err = QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: 15}, OldQueues: true}.Rates(provider.Sendy)
+	require.InDelta(t, 54.2, r*60, 0.1, "Sendy on the default four partitions: requests a minute")
+	_, err = QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: 7}}.Rate(provider.Sendy)
 	require.ErrorContains(t, err, "leaves no room")
-	r, err = QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: 0}}.Rates(provider.Sendy)
+	r, err = QueueLimits{PerMinute: map[provider.Name]int{provider.Sendy: 0}}.Rate(provider.Sendy)
 	require.NoError(t, err)
 	require.Zero(t, r, "0 is no limit")
 }

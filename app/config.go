@@ -192,9 +192,6 @@ type Config struct {
 	// (QueueLimits); default DefaultPartitions, 1 in dev mode (the
 	// embedded server runs one).
 	TaskQueuePartitions int
-	// oldQueuesCheck is how often the process counts the open runs from
-	// before version 10 (0: a minute); tests shorten it.
-	oldQueuesCheck time.Duration
 	// StopTimeout is how long a stopping worker waits for activities in
 	// flight (a send whose answer is on its way) to finish and be
 	// recorded; default 25 s (compose gives a stop 30 s).
@@ -304,10 +301,9 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// queueLimits are the provider queues' limits, with or without the old
-// queues of runs from before version 10.
-func (c Config) queueLimits(oldQueues bool) QueueLimits {
-	return QueueLimits{PerMinute: c.RateLimits, Partitions: c.TaskQueuePartitions, OldQueues: oldQueues}
+// queueLimits are the provider queues' limits.
+func (c Config) queueLimits() QueueLimits {
+	return QueueLimits{PerMinute: c.RateLimits, Partitions: c.TaskQueuePartitions}
 }
 
 // Tuning is how the process's Temporal workers poll and cache.
@@ -373,9 +369,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--task-queue-partitions %d: give the partitions of a task queue on your Temporal server (matching.numTaskqueueReadPartitions, 4 unless set; 1 on the server of this project)", c.TaskQueuePartitions))
 	} else {
 		for _, p := range provider.Names {
-			// The old queues need more room, only while runs from before
-			// version 10 are open: the worker says so then.
-			if _, err := c.queueLimits(false).Rates(p); err != nil {
+			if _, err := c.queueLimits().Rate(p); err != nil {
 				errs = append(errs, fmt.Errorf("--%s-rate-limit: %w", p, err))
 			}
 		}

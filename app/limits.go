@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -41,48 +40,25 @@ type QueueLimits struct {
 	// Partitions is the partitions of a task queue on the server; each
 	// adds one task of burst to a minute (0: DefaultPartitions).
 	Partitions int
-	// OldQueues: runs from before SendSMS's version 10 may be open, and
-	// their activities wait on the provider queues of one purpose each
-	// (contract.ProviderTaskQueue). The workers poll those too, with a
-	// share of each limit.
-	OldQueues bool
 }
 
-// Rates are the rates, a second, of one provider's queues: its one
-// queue, and the send and lookup queues of runs from before version 10
-// (0 when not polled). All 0: no limit.
-type Rates struct {
-	Queue, OldSend, OldLookup float64
-}
-
-// Rates splits provider p's fleet-wide limit over the queues polled.
-// After the burst each queue's partitions add: the whole of it to the
-// provider's one queue, where priorities order searches, sends and
-// lookups; with the old queues, three quarters to it and an eighth to
-// each old one. Worst case in any 60 s: the sum over the queues of
-// 61*rate + partitions, below the limit.
-func (l QueueLimits) Rates(p provider.Name) (Rates, error) {
+// Rate is provider p's queue's rate, a second, for the whole fleet: its
+// limit, less one request a minute of headroom for each partition's
+// burst, spread over rateSeconds. Worst case in any 60 s: 61*rate +
+// partitions, below the limit. 0: no limit.
+func (l QueueLimits) Rate(p provider.Name) (float64, error) {
 	perMinute := l.PerMinute[p]
 	if perMinute == 0 {
-		return Rates{}, nil
+		return 0, nil
 	}
 	partitions := l.Partitions
 	if partitions == 0 {
 		partitions = DefaultPartitions
 	}
-	queues := 1
-	if l.OldQueues {
-		queues = 3
+	if perMinute < partitions+4 {
+		return 0, fmt.Errorf("a rate limit of %d requests a minute leaves no room on task queues of %d partitions: give at least %d, or 0 for none", perMinute, partitions, partitions+4)
 	}
-	headroom := queues * partitions
-	if perMinute < headroom+4 {
-		return Rates{}, fmt.Errorf("a rate limit of %d requests a minute leaves no room on task queues of %d partitions: give at least %d, or 0 for none", perMinute, partitions, headroom+4)
-	}
-	budget := float64(perMinute-headroom) / rateSeconds
-	if !l.OldQueues {
-		return Rates{Queue: budget}, nil
-	}
-	return Rates{Queue: budget * 3 / 4, OldSend: budget / 8, OldLookup: budget / 8}, nil
+	return float64(perMinute-partitions) / rateSeconds, nil
 }
 
 // pacedLookups marks the policy of each provider with a rate limit
@@ -104,9 +80,8 @@ func pacedLookups(policies map[provider.Name]activities.Policy, limits map[provi
 }
 
 // StartWorkers starts what one worker process polls: the workflow and
-// every activity on queue (runs from before the provider queues
-// schedule their sends there), and each configured provider's queues
-// beside it. Stop stops them all.
+// its activities on queue (where a ledger step that could not run as a
+// local activity goes), and each configured provider's queue beside it. Stop stops them all.
 //
 // tuning sets every worker's polling, its sticky cache and how long stop
 // waits for activities in flight (Tuning.Apply must have run).
@@ -127,43 +102,11 @@ func StartWorkers(c client.Client, queue string, acts *activities.Activities, li
 	return w, nil
 }
 
-// QueueMode is what a process polls of each provider's queues.
-type QueueMode int
-
-const (
-	// OnlyProviderQueues: each provider's queue, with the whole limit.
-	OnlyProviderQueues QueueMode = iota
-	// Lowered: each provider's queue with three quarters of the limit,
-	// and no old queue. A process passes through it on its way between
-	// the other two, long enough for the requests of the minute before to
-	// leave the provider's window (App.watchOldQueues).
-	Lowered
-	// WithOldQueues: each provider's queue with three quarters of the
-	// limit, and the send and lookup queues of runs from before version
-	// 10 with an eighth each.
-	WithOldQueues
-)
-
-func (m QueueMode) String() string {
-	return [...]string{"provider queues", "provider queues lowered", "provider queues and the old queues"}[m]
-}
-
 // Workers are the Temporal workers of one process.
 type Workers struct {
-	c        client.Client
-	runQueue string
-	acts     *activities.Activities
-	tuning   Tuning
-	limits   QueueLimits
-
 	mu      sync.Mutex
-	mode    QueueMode
 	byQueue map[string]queueWorker // the provider queues polled
 	other   []worker.Worker        // the run queue's
-	stopped bool
-	// retiring are the workers a new rate replaced or a mode dropped,
-	// stopping in the background (each waits for its activities).
-	retiring sync.WaitGroup
 }
 
 // queueWorker polls one provider queue at rate.
@@ -173,192 +116,44 @@ type queueWorker struct {
 }
 
 // StartProviderWorkers starts, for each configured provider, a worker on
-// its one queue beside runQueue, each with its fleet-wide rate. With
-// limits.OldQueues (runs from before version 10 may be open) the
-// workers start Lowered, and App.watchOldQueues moves them on. Every
-// worker of the fleet must give the same limits: the server keeps the
-// last one a poller sent.
+// its one queue beside runQueue, with its fleet-wide rate. Every worker
+// of the fleet must give the same limits: the server keeps the last one
+// a poller sent.
 func StartProviderWorkers(c client.Client, runQueue string, acts *activities.Activities, limits QueueLimits, tuning Tuning) (*Workers, error) {
-	w := &Workers{c: c, runQueue: runQueue, acts: acts, tuning: tuning, limits: limits, byQueue: map[string]queueWorker{}}
-	w.limits.OldQueues = false
-	mode := OnlyProviderQueues
-	if limits.OldQueues {
-		mode = Lowered
-	}
-	if _, err := w.SetMode(mode); err != nil {
-		w.Stop()
-		return nil, err
+	w := &Workers{byQueue: map[string]queueWorker{}}
+	for _, p := range provider.Names {
+		if _, ok := acts.Providers[p]; !ok {
+			continue
+		}
+		rate, err := limits.Rate(p)
+		if err == nil {
+			err = w.poll(c, contract.ProviderQueue(runQueue, string(p)), acts, rate, tuning)
+		}
+		if err != nil {
+			w.Stop()
+			return nil, err
+		}
 	}
 	return w, nil
 }
 
-// errNoRoom marks a provider whose limit leaves no room for the old
-// queues beside its queue: its old queues are not polled.
-var errNoRoom = errors.New("no room for the old queues")
-
-// providerRates are one provider's rates with and without the old queues.
-type providerRates struct {
-	p             provider.Name
-	whole, shared Rates
-	// room: the limit leaves room for the old queues (else shared is
-	// whole, and the old queues are not polled).
-	room bool
-}
-
-// rates are the rates of every configured provider; noRoom reports each
-// whose limit leaves no room for the old queues.
-func (w *Workers) rates() (out []providerRates, noRoom error) {
-	var errs []error
-	for _, p := range provider.Names {
-		if _, ok := w.acts.Providers[p]; !ok {
-			continue
-		}
-		only := w.limits
-		only.OldQueues = false
-		whole, err := only.Rates(p)
-		if err != nil { // Validate refused it before: cannot happen
-			whole = Rates{}
-		}
-		shared := w.limits
-		shared.OldQueues = true
-		r := providerRates{p: p, whole: whole, shared: whole}
-		if sr, err := shared.Rates(p); err == nil {
-			r.shared, r.room = sr, true
-		} else {
-			errs = append(errs, fmt.Errorf("%w of %s: --%s-rate-limit: %w", errNoRoom, p, p, err))
-		}
-		out = append(out, r)
-	}
-	return out, errors.Join(errs...)
-}
-
-// Mode is the mode the process is in: the last one SetMode reached, or,
-// after a change that failed midway, the riskier of the two it was
-// between (App.watchOldQueues then waits as if it had been reached).
-func (w *Workers) Mode() QueueMode {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.mode
-}
-
-// SetMode polls each configured provider's queues as mode says, in an
-// order that keeps every moment within the limits: first it stops the
-// old queues mode leaves out, then lowers the provider queues mode
-// lowers, and only when those are done raises provider queues or starts
-// old queues. A queue whose rate changes gets a new worker and its old
-// one stops in the background. After an error it may be called again:
-// what is done already is not done twice. A provider whose limit leaves
-// no room for the old queues keeps its whole rate and no old queue:
-// noRoom (wrapping errNoRoom) names each.
-func (w *Workers) SetMode(mode QueueMode) (noRoom, err error) {
-	rates, noRoom := w.rates()
-	if mode == OnlyProviderQueues {
-		noRoom = nil
-	}
-	defer func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		// Into Lowered, a failure leaves the mode before (riskier: some
-		// queue may still be at the whole rate, or an old queue polled);
-		// into another, a failure counts as reaching it.
-		if err == nil || mode != Lowered {
-			w.mode = mode
-		}
-	}()
-	for _, r := range rates {
-		if mode != WithOldQueues || !r.room {
-			for _, q := range oldQueuesOf(w.runQueue, r.p) {
-				w.drop(q)
-			}
-		}
-	}
-	target := func(r providerRates) float64 {
-		if mode == OnlyProviderQueues {
-			return r.whole.Queue
-		}
-		return r.shared.Queue
-	}
-	// Lower first, then raise: a limited queue's rate only goes down here
-	// (0 is no limit, the highest).
-	lower := func(now, to float64) bool { return to != 0 && (now == 0 || to < now) }
-	for _, r := range rates {
-		queue := contract.ProviderQueue(w.runQueue, string(r.p))
-		now, polled := w.polls(queue)
-		if polled && lower(now, target(r)) {
-			if err := w.poll(queue, target(r)); err != nil {
-				return noRoom, err
-			}
-		}
-	}
-	for _, r := range rates {
-		if err := w.poll(contract.ProviderQueue(w.runQueue, string(r.p)), target(r)); err != nil {
-			return noRoom, err
-		}
-		if mode != WithOldQueues || !r.room {
-			continue
-		}
-		old := oldQueuesOf(w.runQueue, r.p)
-		for i, rate := range []float64{r.shared.OldSend, r.shared.OldLookup} {
-			if err := w.poll(old[i], rate); err != nil {
-				return noRoom, err
-			}
-		}
-	}
-	return noRoom, nil
-}
-
-// oldQueuesOf are provider p's send and lookup queues beside runQueue,
-// which runs from before version 10 use.
-func oldQueuesOf(runQueue string, p provider.Name) [2]string {
-	return [2]string{
-		contract.ProviderTaskQueue(runQueue, string(p), contract.PurposeSend),
-		contract.ProviderTaskQueue(runQueue, string(p), contract.PurposeLookup),
-	}
-}
-
-// poll makes sure a worker of the provider activities polls queue at
-// rate (0: no limit).
-func (w *Workers) poll(queue string, rate float64) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return nil
-	}
-	old, had := w.byQueue[queue]
-	if had && old.rate == rate {
-		return nil
-	}
-	opts := w.tuning.WorkerOptions()
+// poll starts a worker of the provider activities on queue at rate (0:
+// no limit).
+func (w *Workers) poll(c client.Client, queue string, acts *activities.Activities, rate float64, tuning Tuning) error {
+	opts := tuning.WorkerOptions()
 	opts.TaskQueueActivitiesPerSecond = rate
 	// Only activities are scheduled here: no workflow pollers and no
 	// sticky queue (the SDK starts both unless told).
 	opts.DisableWorkflowWorker = true
-	pw := worker.New(w.c, queue, opts)
-	pw.RegisterActivity(w.acts)
+	pw := worker.New(c, queue, opts)
+	pw.RegisterActivity(acts)
 	if err := pw.Start(); err != nil {
 		return fmt.Errorf("start the worker on task queue %s: %w", queue, err)
 	}
-	w.byQueue[queue] = queueWorker{w: pw, rate: rate}
-	if had {
-		w.retire(old.w)
-	}
-	return nil
-}
-
-// drop stops polling queue.
-func (w *Workers) drop(queue string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if old, ok := w.byQueue[queue]; ok {
-		delete(w.byQueue, queue)
-		w.retire(old.w)
-	}
-}
-
-// retire stops pw in the background; Stop waits for it. w.mu is held.
-func (w *Workers) retire(pw worker.Worker) {
-	w.retiring.Add(1)
-	go func() { defer w.retiring.Done(); pw.Stop() }()
+	w.byQueue[queue] = queueWorker{w: pw, rate: rate}
+	return nil
 }
 
 // polls reports whether queue is polled, and at what rate.
@@ -373,14 +168,16 @@ func (w *Workers) polls(queue string) (rate float64, ok bool) {
 // timeout for its activities.
 func (w *Workers) Stop() {
 	w.mu.Lock()
-	w.stopped = true
+	all := append([]worker.Worker(nil), w.other...)
 	for _, qw := range w.byQueue {
-		w.retire(qw.w)
-	}
-	for _, pw := range w.other {
-		w.retire(pw)
+		all = append(all, qw.w)
 	}
 	w.byQueue, w.other = map[string]queueWorker{}, nil
 	w.mu.Unlock()
-	w.retiring.Wait()
+	var wg sync.WaitGroup
+	for _, pw := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); pw.Stop() }()
+	}
+	wg.Wait()
 }

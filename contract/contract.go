@@ -35,30 +35,14 @@ const (
 	FailureType = "SmsFailed"
 )
 
-// Purposes of a provider's task queues: sends and lookups (status and
-// reconciliation) have budgets of their own, so lookups never hold a
-// send back.
-const (
-	PurposeSend   = "send"
-	PurposeLookup = "lookup"
-)
-
-// ProviderTaskQueue is the task queue of one provider's activities for
-// one purpose, beside the run's own task queue: "sms-sendy-send" for
-// runs on "sms". Every worker polls them with the same fleet-wide rate
-// limit (worker option TaskQueueActivitiesPerSecond, enforced by the
-// server for all pollers together).
-func ProviderTaskQueue(runQueue, provider, purpose string) string {
-	return runQueue + "-" + provider + "-" + purpose
-}
-
-// ProviderQueue is the one task queue of a provider's activities (runs
-// since SendSMS's version 10): "sms-sendy" for runs on "sms". Its sends,
-// status lookups and searches share one fleet-wide rate limit, and task
-// priorities order them: a search (PrioritySearch) before a send
-// (PrioritySend) before a status lookup (PriorityLookup), so sends use
-// what searches leave and lookups what both leave. Runs from before
-// keep the queues of ProviderTaskQueue, one a purpose.
+// ProviderQueue is the one task queue of a provider's activities,
+// beside the run's own task queue: "sms-sendy" for runs on "sms". Every
+// worker polls it with the same fleet-wide rate limit (worker option
+// TaskQueueActivitiesPerSecond, enforced by the server for all pollers
+// together). Its sends, status lookups and searches share that limit,
+// and task priorities order them: a search (PrioritySearch) before a
+// send (PrioritySend) before a status lookup (PriorityLookup), so sends
+// use what searches leave and lookups what both leave.
 func ProviderQueue(runQueue, provider string) string {
 	return runQueue + "-" + provider
 }
@@ -104,15 +88,15 @@ const (
 	Duplicate        State = "Duplicate"
 	// Unconfirmed: the run ended with a message accepted whose delivery
 	// it could not confirm (the tracking limit passed, or the message
-	// turned up only in the last look before the run settled). Runs since
-	// version 6 end so; earlier runs ended Accepted.
+	// turned up only in the last look before the run settled).
 	Unconfirmed State = "Unconfirmed"
 )
 
-// Final reports whether a run in this state has ended. Accepted is final
-// only for runs before version 6 that ended with it (delivery not
-// confirmed); later runs end Unconfirmed instead, so Accepted means "sent,
-// tracking delivery" on every open run.
+// States are every state, in the order of the run's life.
+var States = []State{Sending, Reconciling, Accepted, AwaitingDecision, Delivered, Unconfirmed, Failed, Cancelled, Duplicate}
+
+// Final reports whether a run in this state has ended. Accepted means
+// "sent, tracking delivery": an open run.
 func (s State) Final() bool {
 	switch s {
 	case Delivered, Failed, Cancelled, Duplicate, Unconfirmed:

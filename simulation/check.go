@@ -10,7 +10,6 @@ import (
 
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
-	"github.com/acme/smsorch/workflows"
 )
 
 // check weighs the lifetime against the promises (docs/testing.md,
@@ -122,20 +121,18 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	}
 
 	// A decision applies once, and only to the event it names.
-	if lt.opts.Version == 0 || lt.opts.Version >= workflows.VersionBoundDecisions {
-		applied := map[string]int{}
-		for _, n := range l.notes {
-			if i := strings.LastIndex(n.Text, " (decision "); i >= 0 && strings.Contains(n.Text, " decided by ") {
-				applied[strings.TrimSuffix(n.Text[i+len(" (decision "):], ")")]++
-			}
+	applied := map[string]int{}
+	for _, n := range l.notes {
+		if i := strings.LastIndex(n.Text, " (decision "); i >= 0 && strings.Contains(n.Text, " decided by ") {
+			applied[strings.TrimSuffix(n.Text[i+len(" (decision "):], ")")]++
 		}
-		for id, n := range applied {
-			if n > 1 {
-				bad("decision %s was applied %d times", id, n)
-			}
-			if strings.HasPrefix(id, foreignDecision) {
-				bad("decision %s, made for another event, was applied", id)
-			}
+	}
+	for id, n := range applied {
+		if n > 1 {
+			bad("decision %s was applied %d times", id, n)
+		}
+		if strings.HasPrefix(id, foreignDecision) {
+			bad("decision %s, made for another event, was applied", id)
 		}
 	}
 

@@ -28,13 +28,6 @@ import (
 	"github.com/acme/smsorch/workflows"
 )
 
-// Options change how a lifetime runs.
-type Options struct {
-	// Version pins the version of SendSMS new runs follow (0: the
-	// latest), to run the simulation against an earlier behaviour.
-	Version workflow.Version
-}
-
 // Lifetime is what one seed's lifetime did and what the checks found.
 type Lifetime struct {
 	Scenario *Scenario
@@ -93,10 +86,9 @@ type ack struct {
 }
 
 type lifetime struct {
-	w    *world
-	sc   *Scenario
-	opts Options
-	tl   *timeline
+	w  *world
+	sc *Scenario
+	tl *timeline
 
 	fresh int // activity calls the world has seen
 	cuts  []Cut
@@ -116,7 +108,7 @@ type lifetime struct {
 }
 
 // Run plays the lifetime of one seed and checks the promises.
-func Run(seed int64, opts Options) (*Lifetime, error) {
+func Run(seed int64) (*Lifetime, error) {
 	sc := NewScenario(seed)
 	tl := &timeline{sc: sc}
 	w, err := newWorld(context.Background(), sc, tl)
@@ -124,7 +116,7 @@ func Run(seed int64, opts Options) (*Lifetime, error) {
 		return nil, err
 	}
 	defer w.close()
-	lt := &lifetime{w: w, sc: sc, opts: opts, tl: tl, cuts: append([]Cut(nil), sc.Cuts...),
+	lt := &lifetime{w: w, sc: sc, tl: tl, cuts: append([]Cut(nil), sc.Cuts...),
 		queue: rand.New(rand.NewPCG(uint64(seed), 0x9e7e1))}
 	out := &Lifetime{Scenario: sc, Timeline: tl}
 
@@ -292,9 +284,6 @@ func (s *segment) execute() {
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&workerInterceptor{seg: s}}})
 	env.RegisterWorkflowWithOptions(workflows.SendSMS, workflow.RegisterOptions{Name: contract.WorkflowName})
 	s.register(env)
-	if lt.opts.Version != 0 {
-		env.OnGetVersion(workflows.VersionChange, workflow.DefaultVersion, workflows.LatestVersion).Return(lt.opts.Version)
-	}
 	lt.w.clock.set(env.Now)
 	defer lt.w.clock.set(func() time.Time { return env.Now() })
 
@@ -442,13 +431,9 @@ func (s *segment) look(l Look) {
 
 // copies is someone who reaches Temporal without the keys: they send a
 // decision copied from the run's history again, or one of another event,
-// as a signal or an update. A run since versionBoundDecisions applies
-// neither (check counts the decisions it applied by id). Its own random
+// as a signal or an update. A run applies neither (check counts the decisions it applied by id). Its own random
 // source leaves every other draw of the scenario as it was.
 func (s *segment) copies(l Look, at time.Duration) {
-	if s.lt.opts.Version != 0 && s.lt.opts.Version < workflows.VersionBoundDecisions {
-		return // runs before it do not defend against copies
-	}
 	r := rand.New(rand.NewPCG(uint64(s.lt.sc.Seed), uint64(0x200+l.N)))
 	if len(s.lt.sent) > 1 && r.IntN(3) == 0 {
 		c := s.lt.sent[r.IntN(len(s.lt.sent)-1)]

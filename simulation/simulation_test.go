@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"go.temporal.io/sdk/workflow"
 )
 
 var (
@@ -19,7 +17,6 @@ var (
 	seedsFlag   = flag.Int("seeds", 200, "how many seeds TestSimulation runs")
 	baseFlag    = flag.Int64("base", 1, "the first seed TestSimulation runs")
 	showFlag    = flag.Bool("timeline", false, "print the timeline of every seed, not only of failing ones")
-	versionFlag = flag.Int("version", 0, "pin the SendSMS version new runs follow (0: the latest)")
 	maxFailFlag = flag.Int("max-failures", 5, "stop after this many failing seeds")
 )
 
@@ -54,16 +51,13 @@ func openDefects(t testing.TB) map[int64]string {
 
 // judge runs one seed and reports it: a broken promise fails the test
 // unless the seed is an open defect; an open defect that passes fails it.
-func judge(t testing.TB, seed int64, v workflow.Version, open map[int64]string, show bool) (*Lifetime, bool) {
+func judge(t testing.TB, seed int64, open map[int64]string, show bool) (*Lifetime, bool) {
 	t.Helper()
-	l, err := Run(seed, Options{Version: v})
+	l, err := Run(seed)
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
 	known, isOpen := open[seed]
-	if v != 0 {
-		isOpen = false
-	}
 	switch {
 	case l.Failed() && isOpen:
 		t.Logf("seed %d: open defect, still found (%s)", seed, known)
@@ -83,10 +77,9 @@ func judge(t testing.TB, seed int64, v workflow.Version, open map[int64]string, 
 // printing its timeline) and fails with the timeline of each seed that
 // broke a promise.
 func TestSimulation(t *testing.T) {
-	v := workflow.Version(*versionFlag)
 	open := openDefects(t)
 	if *seedFlag != 0 {
-		l, err := Run(*seedFlag, Options{Version: v})
+		l, err := Run(*seedFlag)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +93,7 @@ func TestSimulation(t *testing.T) {
 	started := time.Now()
 	failed, runs := 0, 0
 	for s := *baseFlag; s < *baseFlag+int64(seeds); s++ {
-		l, bad := judge(t, s, v, open, *showFlag)
+		l, bad := judge(t, s, open, *showFlag)
 		runs += l.Runs
 		if bad {
 			failed++
@@ -114,46 +107,29 @@ func TestSimulation(t *testing.T) {
 		seeds, *baseFlag, runs, took.Round(time.Millisecond), float64(seeds)/took.Minutes(), failed)
 }
 
-// TestSimulationFindsEarlierDefects runs seeds against earlier versions of
-// SendSMS and requires each to break the promise that a later version's
-// fix keeps, and to pass on the latest version: the checks can fail, and
-// they fail for these reasons. Version 5 is the behaviour before the
-// fixes of version 6 (issue 19's defects); version 6 before those of
-// version 7, which the simulation found.
-func TestSimulationFindsEarlierDefects(t *testing.T) {
+// TestSimulationRegressionSeeds runs the seeds that found defects in
+// earlier builds of SendSMS (each fixed before 1.0.0): every one must
+// pass. The checks they broke then are named beside them.
+func TestSimulationRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
-		version workflow.Version
-		seed    int64
-		defect  string
-		breaks  string
+		seed   int64
+		defect string
 	}{
-		{5, 1678, "an uncertain attempt is forgotten when a later attempt is rejected (401)", "silent duplicate"},
-		{5, 381, "no last look when every search failed: a Cancelled run hides a message a hung attempt made", "unknown message"},
-		{5, 1676, "an acknowledged resend whose search failed is dropped", "was not carried out"},
-		{5, 53, "a run a Temporal reset made is fenced out by the run it replaced", "never settled"},
-		{6, 2245, "after a reset, the new run's send is refused (401) and it ends Failed, forgetting the message the run it replaced was accepted with", "unknown message"},
-		{6, 2777, "the same at Sendy", "unknown message"},
-		{6, 3387, "after a reset that follows a resend, the new run's result lacks the first message, which the ledger holds", "unknown message"},
+		{1678, "an uncertain attempt is forgotten when a later attempt is rejected (401): silent duplicate"},
+		{381, "no last look when every search failed: a Cancelled run hides a message a hung attempt made"},
+		{1676, "an acknowledged resend whose search failed is dropped"},
+		{53, "a run a Temporal reset made is fenced out by the run it replaced: never settled"},
+		{2245, "after a reset, the new run's send is refused (401) and it ends Failed, forgetting the message the run it replaced was accepted with"},
+		{2777, "the same at Sendy"},
+		{3387, "after a reset that follows a resend, the new run's result lacks the first message, which the ledger holds"},
 	} {
-		t.Run(fmt.Sprintf("v%d-seed-%d", c.version, c.seed), func(t *testing.T) {
-			old, err := Run(c.seed, Options{Version: c.version})
+		t.Run(fmt.Sprintf("seed-%d", c.seed), func(t *testing.T) {
+			l, err := Run(c.seed)
 			if err != nil {
 				t.Fatal(err)
 			}
-			found := false
-			for _, v := range old.Violations {
-				found = found || strings.Contains(v, c.breaks)
-			}
-			if !found {
-				t.Fatalf("version %d should show %q (%s); the simulation reported:\n%s", c.version, c.breaks, c.defect, old.Report())
-			}
-			t.Logf("version %d, seed %d: %s; found: %s", c.version, c.seed, c.defect, old.Violations[0])
-			now, err := Run(c.seed, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if now.Failed() {
-				t.Fatalf("the latest version breaks seed %d too:\n%s", c.seed, now.Report())
+			if l.Failed() {
+				t.Fatalf("seed %d (once: %s) breaks a promise again:\n%s", c.seed, c.defect, l.Report())
 			}
 		})
 	}
@@ -163,11 +139,11 @@ func TestSimulationFindsEarlierDefects(t *testing.T) {
 // the same timeline, or a failing seed could not be replayed.
 func TestSimulationReplaysExactly(t *testing.T) {
 	for _, seed := range []int64{53, 2235, 3387, 5161} {
-		a, err := Run(seed, Options{})
+		a, err := Run(seed)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := Run(seed, Options{})
+		b, err := Run(seed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,6 +159,6 @@ func TestSimulationReplaysExactly(t *testing.T) {
 func FuzzSimulation(f *testing.F) {
 	open := openDefects(f)
 	f.Fuzz(func(t *testing.T, seed int64) {
-		judge(t, seed, 0, open, false)
+		judge(t, seed, open, false)
 	})
 }

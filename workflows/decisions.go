@@ -20,7 +20,6 @@ import (
 // setup registers the handlers a run answers from its first moment.
 func (r *run) setup(ctx workflow.Context) {
 	r.ctx, _ = workflow.NewDisconnectedContext(ctx)
-	r.v = workflow.GetVersion(ctx, changeNoSilentDuplicates, minSupportedVersion, latestVersion)
 	r.log = workflow.GetLogger(ctx)
 	r.st = contract.Status{
 		Result:     contract.Result{Key: r.in.Key, State: contract.Sending, MessageIDs: []string{}, KeysUsed: []string{}},
@@ -74,7 +73,7 @@ func (r *run) receiveSignals(ctx workflow.Context) {
 			if err != nil {
 				r.refuse(d, action+" signal", err)
 			}
-			if r.since(versionBoundDecisions) && d.CheckBinding(r.in.Key) == nil {
+			if d.CheckBinding(r.in.Key) == nil {
 				// A signal stays in the history whether it was applied or
 				// refused: its id is spent either way, so a copy of a
 				// signal refused then cannot apply later, in a state its
@@ -94,31 +93,33 @@ func (r *run) check(d contract.Decision) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
-	if r.since(versionBoundDecisions) {
-		if err := d.CheckBinding(r.in.Key); err != nil {
-			return fmt.Errorf("refused: %w", err)
-		}
-		if r.decisionIDs[d.ID] {
-			return fmt.Errorf("refused: decision %s reached this run before; a copy of it applies nothing (a new decision takes a new id)", sms.MaskPhones(d.ID))
-		}
+	if err := d.CheckBinding(r.in.Key); err != nil {
+		return fmt.Errorf("refused: %w", err)
+	}
+	if r.decisionIDs[d.ID] {
+		return fmt.Errorf("refused: decision %s reached this run before; a copy of it applies nothing (a new decision takes a new id)", sms.MaskPhones(d.ID))
 	}
 	return r.checkState(d)
 }
 
 // checkState reports whether the run's state admits a decision.
 func (r *run) checkState(d contract.Decision) error {
+	if r.st.State != contract.AwaitingDecision && r.applying != nil {
+		return fmt.Errorf("refused: the run is applying the %s decided by %s and is %s, not awaiting a decision; it takes one decision at a time", r.applying.Action, r.applying.By, r.st.State)
+	}
 	if r.st.State != contract.AwaitingDecision {
 		return fmt.Errorf("refused: the run is %s, not awaiting a decision; a %s applies only to a run in state AwaitingDecision", r.st.State, d.Action)
 	}
 	if r.pending != nil {
-		return fmt.Errorf("refused: a %s decided by %s is already being applied", r.pending.Action, r.pending.By)
+		return fmt.Errorf("refused: a %s decided by %s is already being applied; the run takes one decision at a time", r.pending.Action, r.pending.By)
 	}
-	if r.since(versionFailover) {
-		if err := r.checkMove(d); err != nil {
-			return err
-		}
+	if !workflow.Now(r.ctx).Before(r.st.DecisionDeadline) {
+		return fmt.Errorf("refused: the decision deadline passed at %s; the run ends without a decision", r.st.DecisionDeadline.UTC().Format(time.RFC3339))
 	}
-	if r.since(versionNoSilentDuplicates) && d.Action == contract.ActionResend && !d.Force && r.unsearchable {
+	if err := r.checkMove(d); err != nil {
+		return err
+	}
+	if d.Action == contract.ActionResend && !d.Force && r.unsearchable {
 		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.st.Provider)
 	}
 	return nil
@@ -130,9 +131,7 @@ func (r *run) decide(d contract.Decision) error {
 	if err := r.check(d); err != nil {
 		return err
 	}
-	if r.since(versionBoundDecisions) {
-		r.spend(d.ID)
-	}
+	r.spend(d.ID)
 	return r.take(d)
 }
 
@@ -160,18 +159,15 @@ func (r *run) take(d contract.Decision) error {
 	// A person's reason ("customer called from …") is kept in the
 	// timeline, the result and the ledger: masked.
 	d.Reason, d.By = sms.MaskPhones(d.Reason), sms.MaskPhones(d.By)
-	if !r.since(versionFailover) {
-		d.Provider = "" // runs before version 5 ignore it, as they always did
-	}
 	r.pending = &d
-	if r.since(versionBoundDecisions) {
+	if d.ID != "" {
 		r.note("%s decided by %s: %s (decision %s)", d.Action, d.By, d.Reason, sms.MaskPhones(d.ID))
 	} else {
 		r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)
 	}
 	if r.deferred != nil {
 		r.note("this decision replaces the resend decided by %s, which was waiting for a search that succeeds", r.deferred.By)
-		r.deferred = nil
+		r.dropDeferred()
 	}
 	// Metrics through the SDK's handler: not emitted again on replay.
 	workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"action": string(d.Action), "forced": fmt.Sprint(d.Force)}).
@@ -195,36 +191,36 @@ func (r *run) ackMessage(d contract.Decision) string {
 	if d.Force {
 		return "forced resend accepted: the run tries the provider's records once more and sends under the next resend key unless the message is found, even if the search fails (a blind resend)"
 	}
-	if r.since(versionNothingForgotten) {
-		return "resend accepted: the run searches the provider's records first, then sends under the next resend key unless a message of the event is found; if the search fails, the resend waits and is carried out once a search succeeds (the timeline says so)"
-	}
-	return "resend accepted: the run reconciles first if the replay window has closed, then sends under the next resend key unless the message is found"
+	return "resend accepted: the run searches the provider's records first, then sends under the next resend key unless a message of the event is found; if the search fails, the resend waits and is carried out once a search succeeds (the timeline says so)"
 }
 
 // decisionForm is the payload a decision signal takes on this run.
 func (r *run) decisionForm() string {
-	if r.since(versionBoundDecisions) {
-		return contract.DecisionForm(r.in.Key)
-	}
-	return `{"reason": "...", "by": "..."}`
+	return contract.DecisionForm(r.in.Key)
 }
 
-// await waits for a person's decision until the decision deadline. Since
-// versionNoSilentDuplicates a reconciliation that failed is tried again
-// meanwhile, and the run leaves AwaitingDecision as soon as it takes a
-// decision, before anything that yields, so a second one is refused.
+// await waits for a person's decision until the decision deadline. A
+// search that failed is tried again meanwhile. A decision taken before
+// the deadline is carried out, whatever the run was doing when it came
+// (a retried search may run past the deadline); and the run leaves
+// AwaitingDecision as soon as it takes one, before anything that
+// yields, so a second one is refused while the first is applied.
 func (r *run) await() (contract.State, bool) {
+	r.applying = nil
 	r.st.DecisionDeadline = workflow.Now(r.ctx).Add(r.policy.DecisionDeadline)
-	if r.since(versionNothingForgotten) && r.deferred != nil && !r.deferredUntil.IsZero() {
+	if r.deferred != nil && !r.deferredUntil.IsZero() {
 		// Waiting for a search does not extend the decision's deadline.
 		r.st.DecisionDeadline = r.deferredUntil
 	}
 	r.note("awaiting a decision until %s: signal %q or %q with %s",
 		r.st.DecisionDeadline.Format(time.RFC3339), contract.SignalResend, contract.SignalCancel, r.decisionForm())
 	decided := func() bool { return r.pending != nil }
-	for {
+	for r.pending == nil {
 		left := r.st.DecisionDeadline.Sub(workflow.Now(r.ctx))
-		retry := r.since(versionNoSilentDuplicates) && r.reconcileFailed && left > r.policy.ReconcileRetry
+		if left <= 0 {
+			return r.noDecision(), false
+		}
+		retry := r.reconcileFailed && left > r.policy.ReconcileRetry
 		if retry {
 			left = r.policy.ReconcileRetry
 		}
@@ -232,20 +228,14 @@ func (r *run) await() (contract.State, bool) {
 			break
 		}
 		if !retry {
-			r.st.DecisionDeadline = time.Time{}
-			if r.deferred != nil {
-				r.st.Reason = fmt.Sprintf("the resend decided by %s (%s) was never carried out: no search of %s's records that could rule out a message succeeded within %s; was: %s",
-					r.deferred.By, r.deferred.Reason, r.st.Provider, r.policy.DecisionDeadline, r.st.Reason)
-				r.note("%s", r.st.Reason)
-				return contract.Failed, false
-			}
-			r.st.Reason = fmt.Sprintf("no decision within %s; was: %s", r.policy.DecisionDeadline, r.st.Reason)
-			r.note("no decision within %s", r.policy.DecisionDeadline)
-			return contract.Failed, false
+			return r.noDecision(), false
 		}
-		if found := r.retryReconcile(); found && r.pending == nil {
+		if found := r.retryReconcile(); found {
 			r.st.DecisionDeadline = time.Time{}
-			return contract.Accepted, false
+			if r.pending == nil {
+				return contract.Accepted, false
+			}
+			return r.decidedWhileFound(), false
 		}
 		if r.deferred != nil && r.pending == nil && !r.reconcileFailed {
 			// The search the acknowledged resend waited for succeeded
@@ -253,13 +243,11 @@ func (r *run) await() (contract.State, bool) {
 			r.pending, r.deferred = r.deferred, nil
 			r.freshSearch = !r.unsearchable && !r.recheckPending()
 			r.note("carrying out the resend decided by %s now that a search of %s's records succeeded", r.pending.By, r.st.Provider)
-			break
 		}
 	}
 	r.lastDeadline = r.st.DecisionDeadline
 	r.st.DecisionDeadline = time.Time{}
-	d := *r.pending
-	r.pending = nil
+	d := r.takePending()
 	if d.Action == contract.ActionCancel {
 		r.st.Reason = fmt.Sprintf("cancelled by %s: %s", d.By, d.Reason)
 		return contract.Cancelled, false
@@ -267,10 +255,54 @@ func (r *run) await() (contract.State, bool) {
 	return r.resend(d)
 }
 
+// takePending takes the decision a person made for the run to apply:
+// from here on it is no longer awaiting one, and says so in its state
+// before anything yields (a cancel ends the run; a resend checks the
+// ledger and the provider's records first), so a decision that comes
+// while this one is applied is refused with the reason (checkState).
+func (r *run) takePending() contract.Decision {
+	d := *r.pending
+	r.pending, r.applying = nil, &d
+	if d.Action == contract.ActionCancel {
+		r.setState(contract.Cancelled)
+	} else {
+		r.setState(contract.Reconciling)
+	}
+	return d
+}
+
+// noDecision ends a wait whose deadline passed with no decision taken.
+func (r *run) noDecision() contract.State {
+	r.st.DecisionDeadline = time.Time{}
+	if r.deferred != nil {
+		r.st.Reason = fmt.Sprintf("the resend decided by %s (%s) was never carried out: no search of %s's records that could rule out a message succeeded within %s; was: %s",
+			r.deferred.By, r.deferred.Reason, r.st.Provider, r.policy.DecisionDeadline, r.st.Reason)
+		r.note("%s", r.st.Reason)
+		return contract.Failed
+	}
+	r.st.Reason = fmt.Sprintf("no decision within %s; was: %s", r.policy.DecisionDeadline, r.st.Reason)
+	r.note("no decision within %s", r.policy.DecisionDeadline)
+	return contract.Failed
+}
+
+// decidedWhileFound applies a decision taken while a retried search was
+// running that found a live message of the event: a resend is not
+// needed, and a cancel sends nothing more but cannot unsend what the
+// search found, so the run ends saying the SMS was sent.
+func (r *run) decidedWhileFound() contract.State {
+	d := r.takePending()
+	if d.Action != contract.ActionCancel {
+		r.note("the resend decided by %s is not needed: a message of the event is alive; following it", d.By)
+		return contract.Accepted
+	}
+	r.st.State, r.st.Reason = contract.Cancelled, fmt.Sprintf("cancelled by %s: %s", d.By, d.Reason)
+	r.turnedUp(r.primary)
+	return r.st.State
+}
+
 // resend sends under the next resend key, after reconciling again when the
 // current key's replay window has closed: the message may have arrived.
-// Since versionNoSilentDuplicates nothing is sent past the window without
-// a search that succeeded, unless the decision forces it (a blind resend).
+// Nothing is sent past the window without a search that succeeded, unless the decision forces it (a blind resend).
 func (r *run) resend(d contract.Decision) (contract.State, bool) {
 	search, fresh := r.resendSearches()
 	basis, blind := contract.BasisDeliveryFailed, ""
@@ -286,11 +318,11 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 		if basis, blind, st, stop = r.searchBeforeResend(d); stop {
 			return st, false
 		}
-	case r.since(versionNoSilentDuplicates):
+	default:
 		r.setState(contract.Sending)
 	}
 	target := r.st.Provider
-	if r.since(versionFailover) && d.Provider != "" && !sameProvider(d.Provider, r.st.Provider) {
+	if d.Provider != "" && !sameProvider(d.Provider, r.st.Provider) {
 		target = d.Provider
 	}
 	key, moved, st, stop := r.planResend(d, target)
@@ -305,16 +337,13 @@ func (r *run) resend(d contract.Decision) (contract.State, bool) {
 // first, and whether a search that just succeeded (a deferred resend
 // carried out) already did.
 func (r *run) resendSearches() (search, fresh bool) {
-	search = !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget()))
-	if r.since(versionNoSilentDuplicates) {
-		// Only a message known to have failed lets a resend skip the
-		// search; an unknown outcome ends a little before the window does
-		// (the last attempt goes first), so the clock alone cannot tell.
-		search = search || !r.deliveryFailed || (r.since(versionLateEffectFirst) && r.recheckPending())
-	}
+	// Only a message known to have failed lets a resend skip the search;
+	// an unknown outcome ends a little before the window does (the last
+	// attempt goes first), so the clock alone cannot tell.
+	search = !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget())) || !r.deliveryFailed || r.recheckPending()
 	fresh = r.freshSearch
 	r.freshSearch = false
-	if r.since(versionNothingForgotten) && r.learnFromLedger() {
+	if r.learnFromLedger() {
 		// Keys another run of the workflow used (before a reset): the
 		// search covers them, and the next key is one no run has used.
 		search, fresh = true, false
@@ -330,7 +359,7 @@ func (r *run) resendSearches() (search, fresh bool) {
 func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind string, st contract.State, stop bool) {
 	basis = contract.BasisReconciled
 	r.setState(contract.Reconciling)
-	if r.since(versionLateEffectFirst) && r.recheckPending() {
+	if r.recheckPending() {
 		// A hung attempt may still land: the search waits for it, and
 		// is then the late look too.
 		if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
@@ -348,40 +377,28 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 			r.note("resend not needed: a message of this event is alive; following it instead")
 			return basis, "", contract.Accepted, true
 		}
-		unsearchable := !out.Searched
-		if r.since(versionNothingForgotten) {
-			unsearchable = r.unsearchable
-		}
-		if r.since(versionNoSilentDuplicates) && unsearchable {
+		if r.unsearchable {
 			if !d.Force {
-				r.st.Reason = fmt.Sprintf("the resend decided by %s waits: %s's records cannot be searched for this event, so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider)
-				if r.since(versionNothingForgotten) {
-					r.st.Reason = fmt.Sprintf("the resend decided by %s is not carried out: %s's records cannot speak for this event (%s), so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider, out.How)
-				}
+				r.st.Reason = fmt.Sprintf("the resend decided by %s is not carried out: %s's records cannot speak for this event (%s), so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider, out.How)
 				r.note("%s", r.st.Reason)
 				return basis, "", contract.AwaitingDecision, true
 			}
 			blind = fmt.Sprintf("%s's records cannot be searched for this event", r.st.Provider)
 		}
-	case !r.since(versionNoSilentDuplicates):
-		basis = contract.BasisUnreconciled
-		r.note("could not search the provider's records before the resend (%s); sending as %s decided", errorMessage(err), d.By)
 	case d.Force:
 		r.reconcileFailed = true
 		blind = "the search of " + r.st.Provider + "'s records failed (" + errorMessage(err) + ")"
 	default:
 		r.reconcileFailed = true
-		r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s; decide again to retry now, resend with \"force\": true to send without a search, or cancel",
-			d.By, errorMessage(err), r.policy.ReconcileRetry)
-		if r.since(versionNothingForgotten) {
-			// Acknowledged, so kept: carried out once a search succeeds.
-			r.deferred = &d
-			if r.deferredUntil.IsZero() {
-				r.deferredUntil = r.lastDeadline
-			}
-			r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s and then carries the resend out unless a message of the event is found; decide again to replace it, resend with \"force\": true to send without a search, or cancel",
-				d.By, errorMessage(err), r.policy.ReconcileRetry)
+		// Acknowledged, so kept: carried out once a search succeeds,
+		// before the deadline of the wait it was decided in (one it
+		// waited for already keeps its own).
+		r.deferred = &d
+		if r.deferredUntil.IsZero() {
+			r.deferredUntil = r.lastDeadline
 		}
+		r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s and then carries the resend out unless a message of the event is found; decide again to replace it, resend with \"force\": true to send without a search, or cancel",
+			d.By, errorMessage(err), r.policy.ReconcileRetry)
 		r.note("%s", r.st.Reason)
 		return basis, "", contract.AwaitingDecision, true
 	}
@@ -392,12 +409,7 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 // at the run's provider, or, when the decision names another, by moving
 // the event there. stop carries the state when it cannot.
 func (r *run) planResend(d contract.Decision, target string) (key keys.Key, moved string, st contract.State, stop bool) {
-	var err error
-	if r.since(versionFailover) {
-		key, err = r.nextKey(target)
-	} else {
-		key, err = keys.Resend(keys.Key(r.in.Key), r.resends+1)
-	}
+	key, err := r.nextKey(target)
 	if err != nil {
 		r.st.Reason = "cannot derive the resend key: " + err.Error()
 		return key, "", contract.Failed, true
@@ -425,6 +437,7 @@ func (r *run) planResend(d contract.Decision, target string) (key keys.Key, move
 
 // recordResend records a resend about to be sent under key.
 func (r *run) recordResend(d contract.Decision, key keys.Key, moved string, basis string, blind string) {
+	r.deferredUntil = time.Time{} // carried out: a later resend waits by its own deadline
 	r.resends++
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
 	if blind != "" {
@@ -441,7 +454,14 @@ func (r *run) recordResend(d contract.Decision, key keys.Key, moved string, basi
 func (r *run) useKey(req provider.Request, key string) {
 	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
 	r.unsearchable, r.reconcileFailed = false, false
+	r.notSentLoops = 0 // the new key's windows count afresh
 	r.st.CurrentKey = key
 	r.st.KeysUsed = append(r.st.KeysUsed, key)
 	r.st.DeliveryStatus = ""
+}
+
+// dropDeferred forgets a resend that waited for a search: replaced by
+// another decision, or not needed. Its deadline goes with it.
+func (r *run) dropDeferred() {
+	r.deferred, r.deferredUntil = nil, time.Time{}
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/acme/smsorch/contract"
 )
@@ -81,19 +80,4 @@ func TestAnUpdateRefusedForStateCanBeRetriedWithItsID(t *testing.T) {
 	require.ErrorContains(t, early, "not awaiting a decision")
 	require.NoError(t, late)
 	require.Equal(t, contract.Cancelled, res.State)
-}
-
-// A run of version 7 still takes a decision without key and id.
-func TestVersion7TakesAnUnboundDecision(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(versionLedgerMessages)
-	h.awaitsAfterTheWindow()
-	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(contract.SignalCancel, map[string]any{"reason": "r", "by": "alice"})
-	}, 4*time.Hour)
-	h.run()
-	res, _ := h.result()
-	require.Equal(t, contract.Cancelled, res.State)
-	require.Equal(t, "cancelled by alice: r", res.Reason)
 }

@@ -32,7 +32,7 @@ func (r *run) providerOf(k string) string {
 }
 
 // provKeys are the keys used at the provider in use, in order: what its
-// records are searched for. Before versionFailover, every key.
+// records are searched for.
 func (r *run) provKeys() []string {
 	var out []string
 	for _, k := range r.st.KeysUsed {
@@ -87,7 +87,7 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 	if len(out.Messages) > 0 {
 		return no(fmt.Sprintf("%s holds a message of the event (%s)", r.st.Provider, r.st.DeliveryStatus))
 	}
-	if r.since(versionNothingForgotten) && len(out.Vanished) > 0 {
+	if len(out.Vanished) > 0 {
 		return no(fmt.Sprintf("%s accepted message %s of the event and can no longer find it, so whether it went out is unknown", r.st.Provider, strings.Join(out.Vanished, ", ")))
 	}
 	keysHere := strings.Join(r.provKeys(), ", ")
@@ -161,10 +161,8 @@ func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error 
 	if err != nil {
 		return fmt.Errorf("the request at %s cannot be planned: %s", p, errorMessage(err))
 	}
-	if r.since(versionNothingForgotten) {
-		// One late look at the provider left, before the run settles.
-		r.leaveOthers(p)
-	}
+	// One late look at the provider left, before the run settles.
+	r.leaveOthers(p)
 	r.policy = out.Policy.WithDefaults()
 	r.note("moving from %s to %s under %s (%s): %s", from, p, key, by, evidence)
 	workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"from": from, "to": p, "reason": reason}).Counter(name.Failovers).Inc(1)

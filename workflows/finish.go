@@ -30,24 +30,14 @@ func (r *run) finish() (contract.Result, error) {
 	// and to the result: no number in it in full.
 	r.st.Reason = sms.MaskPhones(r.st.Reason)
 	r.upsertSearch()
-	if r.claimed && r.since(versionNothingForgotten) {
+	if r.claimed {
 		r.lastLook()
 		r.lookAtLeft()
 		r.settleKnown()
-	} else if r.claimed && r.since(versionNoSilentDuplicates) {
-		r.lastLook()
-		r.settle()
-	} else if r.claimed {
-		ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
-			StartToCloseTimeout:    30 * time.Second,
-			ScheduleToCloseTimeout: 24 * time.Hour,
-			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute},
-		})
-		if err := workflow.ExecuteActivity(ctx, a.Settle, activities.SettleInput{
-			Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID,
-		}).Get(ctx, nil); err != nil {
-			r.note("could not settle the event in the ledger: %s", errorMessage(err))
-		}
+		// What the last looks found (a message that turned up) or the
+		// ledger held may have changed the outcome: the search attributes
+		// end equal to it.
+		r.upsertSearch()
 	}
 	res := r.st.Result
 	res.Reason = sms.MaskPhones(res.Reason)
@@ -74,7 +64,7 @@ func (r *run) lastLook() {
 		_ = workflow.Sleep(r.ctx, wait)
 	}
 	alive := r.recheck("before settling")
-	if alive && r.since(versionLateEffectFirst) && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
+	if alive && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
 		r.turnedUp(r.primary)
 	}
 }
@@ -85,11 +75,8 @@ func (r *run) lastLook() {
 func (r *run) turnedUp(id string) {
 	r.primary = id
 	r.st.Reason = fmt.Sprintf("message %s of the event turned up after the run had ended %s (%s): the SMS was sent after all", id, r.st.State, r.st.Reason)
-	r.st.State = contract.Accepted
-	if r.since(versionNothingForgotten) {
-		r.st.State = contract.Unconfirmed // closed, delivery not followed
-		r.st.OutcomeUnknown = false
-	}
+	r.st.State = contract.Unconfirmed // closed, delivery not followed
+	r.st.OutcomeUnknown = false
 	r.note("%s", r.st.Reason)
 }
 
@@ -143,7 +130,7 @@ func (r *run) settleKnown() {
 		if r.st.State == contract.Cancelled || r.st.State == contract.Failed {
 			r.mayHaveSent(r.reconcileFailed || r.unsearchable)
 		}
-		if r.since(versionLedgerMessages) && !r.recheckAt.IsZero() && (r.reconcileFailed || r.unsearchable) && len(r.live) > 0 && !r.st.PossibleDuplicate {
+		if !r.recheckAt.IsZero() && (r.reconcileFailed || r.unsearchable) && len(r.live) > 0 && !r.st.PossibleDuplicate {
 			// The late look was owed and could not be made: an attempt
 			// without a certain answer may have sent a message beside the
 			// ones the run knows (Bird stores no 5xx answer, and its lock
@@ -190,7 +177,7 @@ func (r *run) mayHaveSent(unresolved bool) {
 	r.st.OutcomeUnknown = true
 	r.st.Reason += "; the outcome is unknown: an attempt ended without a certain answer and no search of the provider's records could tell whether it sent the SMS, so one may have gone out"
 	r.note("outcome unknown: an SMS of the event may have gone out (no search could rule it out)")
-	if !r.since(versionLedgerMessages) || r.st.PossibleDuplicate {
+	if r.st.PossibleDuplicate {
 		return
 	}
 	// Each uncertain attempt may have sent its own message (Bird stores
@@ -211,7 +198,7 @@ func (r *run) mayHaveSent(unresolved bool) {
 }
 
 // findings are what the run reports beside its outcome, as the ledger
-// keeps them (runs since versionLedgerMessages).
+// keeps them.
 func (r *run) findings() []string {
 	var f []string
 	if r.st.DuplicateSend {
@@ -227,12 +214,8 @@ func (r *run) findings() []string {
 }
 
 // takeRecord reports the messages and findings the ledger keeps for the
-// event, which another run of the workflow recorded (runs since
-// versionLedgerMessages).
+// event, which another run of the workflow recorded.
 func (r *run) takeRecord(ids, findings []string) {
-	if !r.since(versionLedgerMessages) {
-		return
-	}
 	var added []string
 	for _, id := range ids {
 		if !slices.Contains(r.st.MessageIDs, id) {
@@ -260,12 +243,6 @@ func (r *run) takeRecord(ids, findings []string) {
 	}
 }
 
-// settle records the outcome in the ledger, retried until it is written;
-// a ledger that stays unwritable for a day fails the run visibly rather
-// than let it end as if the outcome were recorded. The first settle of an
-// event wins: a different outcome already stored is noted.
-func (r *run) settle() { r.settleChecked(false) }
-
 // countSettled counts the run's settle, and a duplicate it reports.
 func (r *run) countSettled() {
 	mh := workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": r.st.Provider})
@@ -278,14 +255,14 @@ func (r *run) countSettled() {
 	}
 }
 
-// settleChecked is settle for runs since versionNothingForgotten: with
+// settleChecked records the outcome in the ledger, retried until it is
+// written; a ledger that stays unwritable for a day fails the run
+// visibly rather than let it end as if the outcome were recorded. With
 // check, the ledger refuses the settle while it holds keys of the event
 // the run does not know, and ok is false with those keys in out.
 func (r *run) settleChecked(check bool) (out activities.SettleOutput, ok bool) {
 	in := activities.SettleInput{Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID}
-	if r.since(versionLedgerMessages) {
-		in.MessageIDs, in.Findings = r.st.MessageIDs, r.findings()
-	}
+	in.MessageIDs, in.Findings = r.st.MessageIDs, r.findings()
 	if check {
 		in.KnownKeys, in.CheckKeys = r.st.KeysUsed, true
 	}
@@ -320,7 +297,7 @@ func (r *run) settled(out activities.SettleOutput, err error) {
 			was, r.st.Reason, errorMessage(err))
 		r.note("%s", r.st.Reason)
 		r.upsertSearch()
-	case out.Outcome != string(r.st.State) && r.since(versionLedgerMessages) && out.Outcome != "":
+	case out.Outcome != string(r.st.State) && out.Outcome != "":
 		// Another run of the workflow (the one a reset replaced) settled
 		// the event first, with an outcome that knows at least as much of
 		// a message that went out as this run's (a lesser one this settle

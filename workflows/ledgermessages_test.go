@@ -6,13 +6,11 @@ package workflows
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
@@ -35,74 +33,55 @@ func (h *harness) resumed() {
 // (401, a credential rotated). The new run does not end Failed: the
 // ledger holds m-old, so the run searches, finds it alive and follows it.
 func TestARefusalWhileTheLedgerHoldsAMessageFollowsIt(t *testing.T) {
-	for _, v := range []workflow.Version{versionNothingForgotten, versionLedgerMessages} {
-		t.Run(versionName(v), func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
-			h.resumed()
-			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-				return activities.SendOutput{}, failAttempt(provider.Rejected, attempt, func(r *provider.Result) { r.Reason = "bird: 401 unauthorized" })
-			})
-			h.recall = func(activities.RecallInput) activities.RecallOutput {
-				return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 2,
-					SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
-					Messages: []activities.SentMessage{{Key: key, ID: "m-old"}}}
-			}
-			calls := h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
-				return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-old", Reference: key, Status: provider.StatusSent}}}, nil
-			})
-			h.statuses(provider.StatusDelivered)
-			h.run()
-			res, _ := h.result()
-			if v < versionLedgerMessages {
-				require.Equal(t, contract.Failed, res.State, "version 6 forgot m-old: %s", res.Reason)
-				require.Empty(t, res.MessageIDs)
-				return
-			}
-			require.Equal(t, contract.Delivered, res.State, res.Reason)
-			require.Equal(t, []string{"m-old"}, res.MessageIDs)
-			require.NotEmpty(t, calls.calls)
-			require.Contains(t, calls.calls[0].KnownIDs, "m-old", "the search looks up the id the ledger holds")
-			require.Equal(t, "Delivered", h.settled.Outcome)
-			require.Equal(t, "m-old", h.settled.MessageID)
-			require.True(t, timelineHas(h.query(), "the ledger holds message m-old"))
-		})
+	t.Parallel()
+	h := newHarness(t)
+	h.resumed()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Rejected, attempt, func(r *provider.Result) { r.Reason = "bird: 401 unauthorized" })
+	})
+	h.recall = func(activities.RecallInput) activities.RecallOutput {
+		return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 2,
+			SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
+			Messages: []activities.SentMessage{{Key: key, ID: "m-old"}}}
 	}
+	calls := h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-old", Reference: key, Status: provider.StatusSent}}}, nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, _ := h.result()
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Equal(t, []string{"m-old"}, res.MessageIDs)
+	require.NotEmpty(t, calls.calls)
+	require.Contains(t, calls.calls[0].KnownIDs, "m-old", "the search looks up the id the ledger holds")
+	require.Equal(t, "Delivered", h.settled.Outcome)
+	require.Equal(t, "m-old", h.settled.MessageID)
+	require.True(t, timelineHas(h.query(), "the ledger holds message m-old"))
 }
 
 // Simulation seed 1120: a reset after a resend. The new run resumes the
 // resend key and is delivered under it; its result also lists the first
 // message (failed), which the ledger holds.
 func TestAResumingRunListsTheMessagesTheLedgerHolds(t *testing.T) {
-	for _, v := range []workflow.Version{versionNothingForgotten, versionLedgerMessages} {
-		t.Run(versionName(v), func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
-			resend := key + "~resend-1"
-			h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
-				Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start,
-				SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}, {Key: resend, FirstAttemptAt: h.start.Add(time.Hour)}},
-				Messages: []activities.SentMessage{{Key: key, ID: "m-first"}, {Key: resend, ID: "m-resend"}},
-			}, nil).Once()
-			h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(resend), nil)
-			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-				return accepted("m-resend", attempt, provider.Replayed), nil
-			})
-			h.statuses(provider.StatusDelivered)
-			h.run()
-			res, err := h.result()
-			require.NoError(t, err)
-			require.Equal(t, contract.Delivered, res.State, res.Reason)
-			if v < versionLedgerMessages {
-				require.Equal(t, []string{"m-resend"}, res.MessageIDs, "version 6 left out the first message")
-				return
-			}
-			require.Equal(t, []string{"m-first", "m-resend"}, res.MessageIDs)
-			require.Equal(t, "m-resend", h.settled.MessageID)
-		})
-	}
+	t.Parallel()
+	h := newHarness(t)
+	resend := key + "~resend-1"
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+		Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start,
+		SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}, {Key: resend, FirstAttemptAt: h.start.Add(time.Hour)}},
+		Messages: []activities.SentMessage{{Key: key, ID: "m-first"}, {Key: resend, ID: "m-resend"}},
+	}, nil).Once()
+	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(resend), nil)
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-resend", attempt, provider.Replayed), nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Equal(t, []string{"m-first", "m-resend"}, res.MessageIDs)
+	require.Equal(t, "m-resend", h.settled.MessageID)
 }
 
 // Simulation seed 2235: the run a reset replaced settled the event before
@@ -114,29 +93,20 @@ func TestAResumingRunListsTheMessagesTheLedgerHolds(t *testing.T) {
 // so the result and the ledger agree; version 6 ended Failed beside a
 // ledger that says Delivered.
 func TestASettleThatFindsAnotherOutcomeTakesTheLedgers(t *testing.T) {
-	for _, v := range []workflow.Version{versionNothingForgotten, versionLedgerMessages} {
-		t.Run(versionName(v), func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
-			h.settled = &activities.SettleInput{Key: key, Outcome: string(contract.Delivered), Reason: "delivered as message m-A", MessageID: "m-A"}
-			h.prepared()
-			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-				return activities.SendOutput{}, failAttempt(provider.Rejected, attempt, func(r *provider.Result) { r.Reason = "bird: 401 unauthorized" })
-			})
-			h.run()
-			res, _ := h.result()
-			require.Equal(t, "Delivered", h.settled.Outcome, "the ledger keeps the delivered message")
-			if v < versionLedgerMessages {
-				require.Equal(t, contract.Failed, res.State, "version 6 kept its own outcome beside the ledger's")
-				return
-			}
-			require.Equal(t, contract.Delivered, res.State, res.Reason)
-			require.Contains(t, res.Reason, "the ledger already held the outcome Delivered")
-			require.Contains(t, res.Reason, "found: Failed")
-			require.Equal(t, []string{"m-A"}, res.MessageIDs)
-		})
-	}
+	t.Parallel()
+	h := newHarness(t)
+	h.settled = &activities.SettleInput{Key: key, Outcome: string(contract.Delivered), Reason: "delivered as message m-A", MessageID: "m-A"}
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Rejected, attempt, func(r *provider.Result) { r.Reason = "bird: 401 unauthorized" })
+	})
+	h.run()
+	res, _ := h.result()
+	require.Equal(t, "Delivered", h.settled.Outcome, "the ledger keeps the delivered message")
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Contains(t, res.Reason, "the ledger already held the outcome Delivered")
+	require.Contains(t, res.Reason, "found: Failed")
+	require.Equal(t, []string{"m-A"}, res.MessageIDs)
 }
 
 // A run whose own outcome knows more than the ledger's corrects it: the
@@ -158,8 +128,6 @@ func TestASettleThatKnowsMoreReplacesTheLedgers(t *testing.T) {
 	require.Equal(t, "Delivered", h.settled.Outcome)
 	require.Equal(t, []string{"m-1"}, res.MessageIDs)
 }
-
-func versionName(v workflow.Version) string { return fmt.Sprintf("version-%d", v) }
 
 // Simulation seed 5161: the run that settled the event proved a
 // duplicate (two live messages, one of them found by a search, so in no
@@ -208,33 +176,24 @@ func TestTheSettleKeepsTheMessagesAndFindings(t *testing.T) {
 // SMS: the run says more than one may have gone out (a possible
 // duplicate), not only that one may have.
 func TestManyUnresolvedAttemptsAreAPossibleDuplicate(t *testing.T) {
-	for _, v := range []workflow.Version{versionNothingForgotten, versionLedgerMessages} {
-		t.Run(versionName(v), func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
-			h.prepared()
-			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-				return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
-			})
-			last := h.start.Add(h.policy.SendBudget() - time.Minute)
-			h.recall = func(activities.RecallInput) activities.RecallOutput {
-				return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 9, LastUncertainAt: last, Uncertain: 9}
-			}
-			h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
-				return activities.ReconcileOutput{}, errors.New("bird: 503 on the list endpoint")
-			})
-			h.signal(h.policy.SendBudget()+4*time.Hour, contract.SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
-			h.run()
-			res, _ := h.result()
-			require.Equal(t, contract.Cancelled, res.State)
-			require.True(t, res.OutcomeUnknown)
-			if v < versionLedgerMessages {
-				require.False(t, res.PossibleDuplicate, "version 6 said only that one SMS may have gone out")
-				return
-			}
-			require.True(t, res.PossibleDuplicate, res.Reason)
-			require.Contains(t, h.settled.Findings, ledger.FindingPossibleDuplicate)
-		})
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+	})
+	last := h.start.Add(h.policy.SendBudget() - time.Minute)
+	h.recall = func(activities.RecallInput) activities.RecallOutput {
+		return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 9, LastUncertainAt: last, Uncertain: 9}
 	}
+	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{}, errors.New("bird: 503 on the list endpoint")
+	})
+	h.signal(h.policy.SendBudget()+4*time.Hour, contract.SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
+	h.run()
+	res, _ := h.result()
+	require.Equal(t, contract.Cancelled, res.State)
+	require.True(t, res.OutcomeUnknown)
+	require.True(t, res.PossibleDuplicate, res.Reason)
+	require.Contains(t, h.settled.Findings, ledger.FindingPossibleDuplicate)
 }

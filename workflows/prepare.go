@@ -55,23 +55,17 @@ func (r *run) prepare() (ended bool) {
 	if !out.Created {
 		r.note("the event was claimed by an earlier run that did not settle it; continuing with its key")
 	}
-	if r.since(versionNoSilentDuplicates) {
-		r.policy = r.policy.WithDefaults()
-		r.firstPolicy = r.policy
-		r.uncertainSince(out.LastUncertainAt)
-		r.learnMessages(out.Messages)
-		return r.resume(out.SendKeys)
-	}
-	return false
+	r.policy = r.policy.WithDefaults()
+	r.firstPolicy = r.policy
+	r.uncertainSince(out.LastUncertainAt)
+	r.learnMessages(out.Messages)
+	return r.resume(out.SendKeys)
 }
 
 // learnMessages adds the message ids the ledger holds for the event that
 // the run does not know to its messages, each at the provider its key
-// names (runs since versionLedgerMessages).
+// names.
 func (r *run) learnMessages(ms []activities.SentMessage) {
-	if !r.since(versionLedgerMessages) {
-		return
-	}
 	for _, m := range ms {
 		if slices.Contains(r.st.MessageIDs, m.ID) {
 			continue
@@ -83,11 +77,8 @@ func (r *run) learnMessages(ms []activities.SentMessage) {
 
 // learnSettled takes what the ledger holds of an event that another run
 // settled: every key and message of its attempts, and what the settling
-// runs recorded (runs since versionLedgerMessages).
+// runs recorded.
 func (r *run) learnSettled(out activities.PrepareOutput) {
-	if !r.since(versionLedgerMessages) {
-		return
-	}
 	r.learnKeys(out.SendKeys)
 	r.learnMessages(out.Messages)
 	r.takeRecord(out.Settled.MessageIDs, out.Settled.Findings)
@@ -108,7 +99,7 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	if len(used) == 0 {
 		return false
 	}
-	if !r.since(versionNothingForgotten) || r.eventStart.IsZero() || used[0].FirstAttemptAt.Before(r.eventStart) {
+	if r.eventStart.IsZero() || used[0].FirstAttemptAt.Before(r.eventStart) {
 		r.eventStart = used[0].FirstAttemptAt
 	}
 	r.learnKeys(used)
@@ -125,9 +116,7 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 		err = r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
 			EventKey: r.in.Key, SendKey: last.Key, Provider: p, To: r.req.To, From: r.req.From, Text: r.req.Text,
 		}, &req)
-		if r.since(versionNothingForgotten) {
-			r.policy = r.firstPolicy // back at the first provider: its window
-		}
+		r.policy = r.firstPolicy // back at the first provider: its window
 	} else {
 		var out activities.MoveOutput
 		if out, err = r.planMove(p, keys.Key(last.Key), nil); err == nil {
@@ -140,16 +129,12 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 		return true
 	}
 	r.req, r.sendStart = req, last.FirstAttemptAt
-	if r.since(versionNothingForgotten) {
-		r.leaveOthers(p)
-		// The message the run followed was another key's.
-		r.primary, r.lastSend, r.deliveryFailed = "", "", false
-	}
+	r.leaveOthers(p)
+	// The message the run followed was another key's.
+	r.primary, r.lastSend, r.deliveryFailed = "", "", false
 	r.st.Provider = p
 	r.st.CurrentKey = last.Key
-	if r.since(versionNothingForgotten) {
-		r.upsertSearch() // the provider may have changed
-	}
+	r.upsertSearch() // the provider may have changed
 	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
 	return false
 }
@@ -335,9 +320,8 @@ func planOptions() workflow.ActivityOptions {
 }
 
 // ledgerStep runs one of the worker's own steps (Prepare, Plan, Settle),
-// which call no provider, and decodes its result into out. Since
-// versionLeanHistory it is first tried as a local activity, inside the
-// workflow task that asks for it: one marker in the history instead of
+// which call no provider, and decodes its result into out. It is first
+// tried as a local activity, inside the workflow task that asks for it: one marker in the history instead of
 // a task and three events. Each step is safe to run again (a claim finds
 // its own claim, a plan is the same bytes, the first settle wins). The
 // local tries end within a workflow task's timeout; when they fail with
@@ -345,21 +329,19 @@ func planOptions() workflow.ActivityOptions {
 // another ledger), the step runs as an activity under opts, retried as
 // long as before and open to every worker of the queue.
 func (r *run) ledgerStep(name string, opts workflow.ActivityOptions, fn, arg, out any) error {
-	if r.since(versionLeanHistory) {
-		lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
-			ScheduleToCloseTimeout: localStepBudget,
-			StartToCloseTimeout:    localStepBudget,
-			RetryPolicy: &temporal.RetryPolicy{
-				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second, MaximumAttempts: 3,
-				NonRetryableErrorTypes: opts.RetryPolicy.NonRetryableErrorTypes,
-			},
-		})
-		err := workflow.ExecuteLocalActivity(lctx, fn, arg).Get(r.ctx, out)
-		if err == nil || !retryable(err, opts.RetryPolicy.NonRetryableErrorTypes) {
-			return err
-		}
-		r.note("%s did not complete in the run's workflow task (%s): running it as an activity that any worker can take", name, errorMessage(err))
+	lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: localStepBudget,
+		StartToCloseTimeout:    localStepBudget,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second, MaximumAttempts: 3,
+			NonRetryableErrorTypes: opts.RetryPolicy.NonRetryableErrorTypes,
+		},
+	})
+	err := workflow.ExecuteLocalActivity(lctx, fn, arg).Get(r.ctx, out)
+	if err == nil || !retryable(err, opts.RetryPolicy.NonRetryableErrorTypes) {
+		return err
 	}
+	r.note("%s did not complete in the run's workflow task (%s): running it as an activity that any worker can take", name, errorMessage(err))
 	ctx := workflow.WithActivityOptions(r.ctx, opts)
 	return workflow.ExecuteActivity(ctx, fn, arg).Get(ctx, out)
 }

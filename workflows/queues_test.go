@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"fmt"
 	"sync"
 	"testing"
 
@@ -45,68 +44,51 @@ func recordProviderActivities(h *harness) *[]providerActivity {
 	return &out
 }
 
-// checkQueuesAndPriorities: before version 10 every provider activity is on the
-// queue of its purpose at the provider its input names, with the
-// priority it always had (a search 1, the rest none); since, on the
-// provider's one queue with search 1, send 2, lookup 3.
-func checkQueuesAndPriorities(t *testing.T, v workflow.Version, got []providerActivity) {
+// checkQueuesAndPriorities: every provider activity is on the one queue
+// of the provider its input names, with search 1, send 2, lookup 3.
+func checkQueuesAndPriorities(t *testing.T, got []providerActivity) {
 	t.Helper()
 	require.NotEmpty(t, got)
 	for _, s := range got {
-		purpose, pri := contract.PurposeLookup, 0
-		switch s.activity {
-		case "Send":
-			purpose = contract.PurposeSend
-		case "Reconcile":
-			pri = reconcilePriority
-		}
-		want := contract.ProviderTaskQueue(s.runQueue, canonical(s.provider), purpose)
-		if v >= versionOneProviderQueue {
-			want = contract.ProviderQueue(s.runQueue, canonical(s.provider))
-			pri = map[string]int{"Send": contract.PrioritySend, "Status": contract.PriorityLookup, "Reconcile": contract.PrioritySearch}[s.activity]
-		}
-		require.Equal(t, want, s.queue, "version %d: %s for %s", v, s.activity, s.provider)
-		require.Equal(t, pri, s.priority, "version %d: %s for %s", v, s.activity, s.provider)
+		want := contract.ProviderQueue(s.runQueue, canonical(s.provider))
+		pri := map[string]int{"Send": contract.PrioritySend, "Status": contract.PriorityLookup, "Reconcile": contract.PrioritySearch}[s.activity]
+		require.Equal(t, want, s.queue, "%s for %s", s.activity, s.provider)
+		require.Equal(t, pri, s.priority, "%s for %s", s.activity, s.provider)
 	}
 }
 
-// Every provider activity of a run, at every version that has provider
-// queues, on the queue and with the priority of its version: every
-// attempt unknown and the search finds the message (since
-// versionProviderQueues); a failover with its searches at bird, the move,
-// the send and lookup at sendy and the late look back at bird (since
-// versionFailover).
-func TestQueuesAndPrioritiesByVersion(t *testing.T) {
+// Every provider activity of a run on the queue and with the priority
+// of its purpose: every attempt unknown and the search finds the
+// message; a failover with its searches at bird, the move, the send and
+// lookup at sendy and the late look back at bird.
+func TestQueuesAndPrioritiesOfProviderActivities(t *testing.T) {
 	t.Parallel()
 	for _, sc := range []struct {
-		name string
-		from workflow.Version
-		run  func(h *harness)
+		name     string
+		failover bool
+		run      func(h *harness)
 	}{
-		{"unknown then found", versionProviderQueues, func(h *harness) { h.unknownThenFound() }},
-		{"failover", versionFailover, func(h *harness) {
+		{"unknown then found", false, func(h *harness) { h.unknownThenFound() }},
+		{"failover", true, func(h *harness) {
 			h.uncertainThenMovedToSendy()
 			res, err := h.result()
 			require.NoError(h.t, err)
 			require.Equal(h.t, contract.Delivered, res.State, res.Reason)
 		}},
 	} {
-		for v := sc.from; v <= latestVersion; v++ {
-			t.Run(fmt.Sprintf("%s, version %d", sc.name, v), func(t *testing.T) {
-				t.Parallel()
-				h := newHarness(t)
-				h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
-				got := recordProviderActivities(h)
-				sc.run(h)
-				if sc.from == versionFailover {
-					providers := map[string]bool{}
-					for _, s := range *got {
-						providers[canonical(s.provider)] = true
-					}
-					require.True(t, providers["bird"] && providers["sendy"], "activities at both providers: %v", *got)
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			got := recordProviderActivities(h)
+			sc.run(h)
+			if sc.failover {
+				providers := map[string]bool{}
+				for _, s := range *got {
+					providers[canonical(s.provider)] = true
 				}
-				checkQueuesAndPriorities(t, v, *got)
-			})
-		}
+				require.True(t, providers["bird"] && providers["sendy"], "activities at both providers: %v", *got)
+			}
+			checkQueuesAndPriorities(t, *got)
+		})
 	}
 }

@@ -14,21 +14,13 @@ import (
 	"github.com/acme/smsorch/provider"
 )
 
-// reconcilePriority puts searches of the provider's records before
-// status lookups (default priority 3) on the lookup queue, and before
-// sends too on the one provider queue of runs since
-// versionOneProviderQueue.
-const reconcilePriority = contract.PrioritySearch
-
 // reconcile compares our records with the provider's for every key used.
 func (r *run) reconcile() (contract.State, bool) {
 	out, err := r.lookup(r.provKeys())
 	if err != nil {
 		r.reconcileFailed = true
-		r.st.Reason = "the outcome is unknown: the provider's records could not be searched (" + errorMessage(err) + ")"
-		if r.since(versionNoSilentDuplicates) {
-			r.st.Reason += fmt.Sprintf("; the run searches again every %s, and a resend waits for a search that succeeds unless forced", r.policy.ReconcileRetry)
-		}
+		r.st.Reason = fmt.Sprintf("the outcome is unknown: the provider's records could not be searched (%s); the run searches again every %s, and a resend waits for a search that succeeds unless forced",
+			errorMessage(err), r.policy.ReconcileRetry)
 		r.note("%s", r.st.Reason)
 		return contract.AwaitingDecision, false
 	}
@@ -38,7 +30,7 @@ func (r *run) reconcile() (contract.State, bool) {
 		return contract.Accepted, false
 	}
 	r.explainNotFound(out)
-	if r.since(versionFailover) && r.in.Fallback != "" && sameProvider(r.st.Provider, r.in.Provider) {
+	if r.in.Fallback != "" && sameProvider(r.st.Provider, r.in.Provider) {
 		return r.failover(out), false
 	}
 	return contract.AwaitingDecision, false
@@ -46,17 +38,11 @@ func (r *run) reconcile() (contract.State, bool) {
 
 // searched records what a search that succeeded says about searching.
 func (r *run) searched(out activities.ReconcileOutput) {
-	if !r.since(versionNoSilentDuplicates) {
-		return
-	}
-	r.reconcileFailed, r.unsearchable = false, !out.Searched
-	if r.since(versionNothingForgotten) {
-		// Nothing to find where nothing can have been sent; a message of
-		// ours the provider cannot find is one whose fate is unknown.
-		r.unsearchable = cannotSpeak(out)
-		for _, id := range out.Vanished {
-			r.addMessageAt(id, r.st.Provider)
-		}
+	// Nothing to find where nothing can have been sent; a message of
+	// ours the provider cannot find is one whose fate is unknown.
+	r.reconcileFailed, r.unsearchable = false, cannotSpeak(out)
+	for _, id := range out.Vanished {
+		r.addMessageAt(id, r.st.Provider)
 	}
 	r.uncertainSince(out.LastUncertainAt)
 	for _, u := range out.Unsearchable {
@@ -77,11 +63,11 @@ func cannotSpeak(out activities.ReconcileOutput) bool {
 // explainNotFound sets the reason of a run that found no live message.
 func (r *run) explainNotFound(out activities.ReconcileOutput) {
 	switch {
-	case r.since(versionNothingForgotten) && len(out.Vanished) > 0:
+	case len(out.Vanished) > 0:
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s accepted message %s of the event but can no longer find it, so whether it went out cannot be told", r.st.Provider, strings.Join(out.Vanished, ", "))
 	case len(out.Messages) > 0:
 		r.st.Reason = fmt.Sprintf("the message failed (%s): a resend is a new message under a new key", r.st.DeliveryStatus)
-	case r.since(versionNothingForgotten) && !out.Searched && out.NotSent:
+	case !out.Searched && out.NotSent:
 		r.st.Reason = fmt.Sprintf("not sent: no attempt under %s can have reached %s (none began, or each was answered without being executed)", strings.Join(r.provKeys(), ", "), r.st.Provider)
 	case out.Searched:
 		r.st.Reason = fmt.Sprintf("not found: no message under %s in our ledger or in %s's records", strings.Join(r.provKeys(), ", "), r.st.Provider)
@@ -126,10 +112,8 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 			r.note("proven duplicate send: %d accepted message ids for key %s (%s); the key could not prevent it (the provider did not store its answer, or its lock expired mid-send)", n, k, strings.Join(r.st.MessageIDs, ", "))
 		}
 	}
-	if r.since(versionNothingForgotten) {
-		for _, m := range out.Messages {
-			r.seen(m.ID, m.Status)
-		}
+	for _, m := range out.Messages {
+		r.seen(m.ID, m.Status)
 	}
 	return alive
 }
@@ -186,14 +170,10 @@ func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 	out, err := r.lookup(keys)
 	if err != nil {
 		r.note("could not search %s's records for a second message: %s", r.st.Provider, errorMessage(err))
-		if r.since(versionNothingForgotten) {
-			r.reconcileFailed = true // the look is owed: the result says so if it stays so
-		}
+		r.reconcileFailed = true // the look is owed: the result says so if it stays so
 		return false, false
 	}
-	if r.since(versionNothingForgotten) {
-		r.searched(out)
-	}
+	r.searched(out)
 	alive = r.adopt(out)
 	return out.ByKey, alive
 }
@@ -210,42 +190,22 @@ func (r *run) recheck(why string) (alive bool) {
 
 // recheckPending reports a late look that is still due.
 func (r *run) recheckPending() bool {
-	return r.since(versionNoSilentDuplicates) && !r.recheckAt.IsZero() && !r.rechecked
+	return !r.recheckAt.IsZero() && !r.rechecked
 }
 
+// lookup searches the provider in use for keys.
 func (r *run) lookup(keys []string) (activities.ReconcileOutput, error) {
-	if r.since(versionNothingForgotten) {
-		return r.lookupAt(r.st.Provider, keys)
-	}
-	opts := r.onQueue(workflow.ActivityOptions{
-		StartToCloseTimeout:    2 * time.Minute,
-		ScheduleToCloseTimeout: r.policy.ReconcileBudget,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-	}, contract.PurposeLookup)
-	if r.since(versionProviderQueues) {
-		// Ahead of the status lookups that share the lookup queue's
-		// budget: a search decides whether anything is sent again, and its
-		// budget runs while it waits.
-		opts.Priority = temporal.Priority{PriorityKey: reconcilePriority}
-	}
-	ctx := workflow.WithActivityOptions(r.ctx, opts)
-	var out activities.ReconcileOutput
-	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
-		EventKey: r.in.Key, Provider: r.st.Provider, Keys: keys, KnownIDs: r.st.MessageIDs, Since: r.eventStart, LedgerID: r.ledgerID,
-	}).Get(ctx, &out)
-	return out, err
+	return r.lookupAt(r.st.Provider, keys)
 }
 
 // lookupAt searches provider p's records for keys, with the ids p gave
-// the run (runs since versionNothingForgotten; lookup is the same search
-// at the provider in use).
+// the run.
 func (r *run) lookupAt(p string, keys []string) (activities.ReconcileOutput, error) {
 	opts := r.onQueueOf(workflow.ActivityOptions{
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: r.policy.ReconcileBudget,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-		Priority:               temporal.Priority{PriorityKey: reconcilePriority},
-	}, p, contract.PurposeLookup)
+	}, p, contract.PrioritySearch)
 	ctx := workflow.WithActivityOptions(r.ctx, opts)
 	var out activities.ReconcileOutput
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
@@ -274,7 +234,7 @@ func (r *run) retryReconcile() (found bool) {
 		r.note("a message of the event is alive: following it")
 		if r.deferred != nil {
 			r.note("the resend decided by %s is not needed: a message of the event is alive", r.deferred.By)
-			r.deferred = nil
+			r.dropDeferred()
 		}
 		return true
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
@@ -76,53 +75,48 @@ func TestReview7TheLedgersOutcomeIsTakenWithoutTheLedgersMessage(t *testing.T) {
 // every attempt of the event had a certain answer and the only message
 // is one the run itself saw fail.
 func TestReview7ARefusedResendAfterAFailedDeliveryIsNoUnknownOutcome(t *testing.T) {
-	for _, v := range []workflow.Version{versionNothingForgotten, versionLedgerMessages} {
-		t.Run(versionName(v), func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
-			h.policy.DecisionDeadline = 2 * time.Hour
-			resend := key + "~resend-1"
-			h.prepared()
-			h.planResends()
-			h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
-				if in.Request.Key == key {
-					return accepted("m-1", attempt, provider.Accepted), nil
-				}
-				return activities.SendOutput{}, failAttempt(provider.Rejected, attempt, func(r *provider.Result) {
-					r.Reason, r.HTTPStatus = "bird: 401 unauthorized", 401
-				})
-			})
-			h.statuses(provider.StatusFailed)
-			// The ledger: m-1 under the event key (accepted, certain); the
-			// resend key once it was tried (refused, certain).
-			h.recall = func(in activities.RecallInput) activities.RecallOutput {
-				out := activities.RecallOutput{
-					SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
-					Messages: []activities.SentMessage{{Key: key, ID: "m-1"}},
-				}
-				if in.SendKey == key {
-					out.FirstAttemptAt, out.Attempts = h.start, 1
-				} else {
-					out.FirstAttemptAt, out.Attempts = h.start.Add(5*time.Minute), 1
-					out.SendKeys = append(out.SendKeys, activities.SendKey{Key: resend, FirstAttemptAt: out.FirstAttemptAt})
-				}
-				return out
-			}
-			calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
-				return activities.ReconcileOutput{}, review7SearchDown()
-			})
-			h.signal(5*time.Minute, contract.SignalResend, map[string]string{"reason": "delivery failed", "by": "erin"})
-			h.run()
-			res, _ := h.result()
-			require.Equal(t, []string{key, resend}, res.KeysUsed)
-			require.Equal(t, contract.Failed, res.State, res.Reason)
-			require.False(t, res.OutcomeUnknown,
-				"every attempt had a certain answer and the only message failed, yet the run says an SMS may have gone out (%d searches): %s", len(calls.calls), res.Reason)
-			require.Less(t, h.env.Now().Sub(h.start), time.Hour,
-				"the run awaited a decision after the refusal instead of ending: %s", res.Reason)
+	t.Parallel()
+	h := newHarness(t)
+	h.policy.DecisionDeadline = 2 * time.Hour
+	resend := key + "~resend-1"
+	h.prepared()
+	h.planResends()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
+			return accepted("m-1", attempt, provider.Accepted), nil
+		}
+		return activities.SendOutput{}, failAttempt(provider.Rejected, attempt, func(r *provider.Result) {
+			r.Reason, r.HTTPStatus = "bird: 401 unauthorized", 401
 		})
+	})
+	h.statuses(provider.StatusFailed)
+	// The ledger: m-1 under the event key (accepted, certain); the
+	// resend key once it was tried (refused, certain).
+	h.recall = func(in activities.RecallInput) activities.RecallOutput {
+		out := activities.RecallOutput{
+			SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
+			Messages: []activities.SentMessage{{Key: key, ID: "m-1"}},
+		}
+		if in.SendKey == key {
+			out.FirstAttemptAt, out.Attempts = h.start, 1
+		} else {
+			out.FirstAttemptAt, out.Attempts = h.start.Add(5*time.Minute), 1
+			out.SendKeys = append(out.SendKeys, activities.SendKey{Key: resend, FirstAttemptAt: out.FirstAttemptAt})
+		}
+		return out
 	}
+	calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{}, review7SearchDown()
+	})
+	h.signal(5*time.Minute, contract.SignalResend, map[string]string{"reason": "delivery failed", "by": "erin"})
+	h.run()
+	res, _ := h.result()
+	require.Equal(t, []string{key, resend}, res.KeysUsed)
+	require.Equal(t, contract.Failed, res.State, res.Reason)
+	require.False(t, res.OutcomeUnknown,
+		"every attempt had a certain answer and the only message failed, yet the run says an SMS may have gone out (%d searches): %s", len(calls.calls), res.Reason)
+	require.Less(t, h.env.Now().Sub(h.start), time.Hour,
+		"the run awaited a decision after the refusal instead of ending: %s", res.Reason)
 }
 
 // Version 7 makes a run that resumes the event list every message id the

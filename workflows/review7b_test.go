@@ -100,6 +100,7 @@ func newReview7bHarness(t *testing.T, l *review7bLedger) *harness {
 	env.RegisterActivity(&activities.Activities{})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: key})
 	h := &harness{t: t, env: env, start: env.Now(), policy: activities.DefaultPolicy()}
+	observeStates(h)
 	env.OnActivity(a.Settle, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) (activities.SettleOutput, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -18,7 +18,7 @@ func (r *run) setState(s contract.State) {
 }
 
 func (r *run) upsertSearch() {
-	if r.since(versionLeanHistory) && r.searchUpToDate() {
+	if r.searchUpToDate() {
 		return
 	}
 	_ = workflow.UpsertTypedSearchAttributes(r.ctx,

@@ -3,8 +3,7 @@
 // decisions (decisions.go), its steps (prepare.go, sending.go,
 // reconcile.go, track.go, finish.go), the move to another provider
 // (failover.go), its search attributes (search.go), the details the UI
-// shows (details.go), error helpers (errors.go) and the versions of its
-// code that runs in flight replay (versions.go).
+// shows (details.go) and error helpers (errors.go).
 // Its names and payload types are in package contract.
 package workflows
 
@@ -57,15 +56,14 @@ type run struct {
 	// primary is the message the run follows: the one its own accepted
 	// attempt returned, or the first live one reconciliation found.
 	primary string
-	pending *contract.Decision
-	resends int
+	// pending is a decision a person made that the run has not taken
+	// yet; applying is the one it took last, until it awaits again.
+	pending, applying *contract.Decision
+	resends           int
 	// decisionIDs are the ids of the decisions this run has applied, and
-	// of the signals it refused (since versionBoundDecisions): none is
-	// acted on again.
+	// of the signals it refused: none is acted on again.
 	decisionIDs map[string]bool
 
-	// v is the version of SendSMS this run follows (versions.go).
-	v workflow.Version
 	// recheckAt is when every attempt that ended without a certain answer
 	// can no longer take effect; zero when there is none. rechecked is
 	// true once the run looked for a second message after it.
@@ -84,7 +82,6 @@ type run struct {
 	// refuses to work against another.
 	ledgerID string
 
-	// Since versionNothingForgotten:
 	// deferred is a resend a person decided (and was told was accepted)
 	// that waits for a search of the provider's records that succeeds.
 	deferred *contract.Decision
@@ -117,50 +114,29 @@ type run struct {
 	// the run already holds, so no attempt's record is overwritten.
 	sentUnder map[string]bool
 
-	// Since versionLedgerMessages:
 	// observed are the message ids whose status the run has seen (in an
 	// answer, a lookup or a search).
 	observed map[string]bool
 }
 
-// since reports whether the run follows version v of SendSMS: it started
-// on a worker that had v (versions.go), so the branch of v is its code.
-func (r *run) since(v workflow.Version) bool { return r.v >= v }
-
-// onQueue puts the provider's activities of one purpose on the
-// provider's own task queue beside the run's (runs since
-// versionProviderQueues); earlier runs keep them on the run's queue.
-func (r *run) onQueue(o workflow.ActivityOptions, purpose string) workflow.ActivityOptions {
-	if r.since(versionProviderQueues) {
-		// The provider's name as Prepare made it canonical ("Sendy " is
-		// sendy): the workers poll the queues of the canonical names.
-		name := string(r.req.Provider)
-		if name == "" {
-			name = canonical(r.st.Provider)
-		}
-		return r.onQueueOf(o, name, purpose)
+// onQueue puts an activity of the provider in use on the provider's own
+// task queue beside the run's, with priority (contract.PrioritySearch,
+// PrioritySend or PriorityLookup).
+func (r *run) onQueue(o workflow.ActivityOptions, priority int) workflow.ActivityOptions {
+	// The provider's name as Prepare made it canonical ("Sendy " is
+	// sendy): the workers poll the queues of the canonical names.
+	name := string(r.req.Provider)
+	if name == "" {
+		name = r.st.Provider
 	}
-	return o
+	return r.onQueueOf(o, name, priority)
 }
 
-// onQueueOf is onQueue for the activities of provider p, which may be
+// onQueueOf is onQueue for an activity of provider p, which may be
 // another than the one in use (a late look at a provider the run left).
-// Since versionOneProviderQueue every purpose shares the provider's one
-// queue, in the order of its priority: a priority set in o (a search's)
-// stands, a send goes before a status lookup.
-func (r *run) onQueueOf(o workflow.ActivityOptions, p, purpose string) workflow.ActivityOptions {
-	runQueue := workflow.GetInfo(r.ctx).TaskQueueName
-	if !r.since(versionOneProviderQueue) {
-		o.TaskQueue = contract.ProviderTaskQueue(runQueue, canonical(p), purpose)
-		return o
-	}
-	o.TaskQueue = contract.ProviderQueue(runQueue, canonical(p))
-	if o.Priority.PriorityKey == 0 {
-		o.Priority.PriorityKey = contract.PriorityLookup
-		if purpose == contract.PurposeSend {
-			o.Priority.PriorityKey = contract.PrioritySend
-		}
-	}
+func (r *run) onQueueOf(o workflow.ActivityOptions, p string, priority int) workflow.ActivityOptions {
+	o.TaskQueue = contract.ProviderQueue(workflow.GetInfo(r.ctx).TaskQueueName, canonical(p))
+	o.Priority.PriorityKey = priority
 	return o
 }
 

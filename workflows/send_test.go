@@ -53,6 +53,8 @@ type harness struct {
 	recall func(in activities.RecallInput) activities.RecallOutput
 	// settles are every Settle asked for, refused ones included.
 	settles []activities.SettleInput
+	// states are the SmsState values the run upserted, in order.
+	states []string
 	// settleUnknown, when set, answers the first checked Settle.
 	settleUnknown *activities.SettleOutput
 }
@@ -66,6 +68,7 @@ func newHarness(t *testing.T) *harness {
 	env.RegisterActivity(&activities.Activities{})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: key})
 	h := &harness{t: t, env: env, start: env.Now(), policy: activities.DefaultPolicy()}
+	observeStates(h)
 	env.OnActivity(a.Settle, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) (activities.SettleOutput, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -261,11 +264,10 @@ func TestAcceptedThenDelivered(t *testing.T) {
 	require.Equal(t, "+31…78", s.To)
 }
 
-// Since versionLeanHistory the run tracks delivery with one Status
-// activity whose retries are the polling schedule (10 s, then 20 s and
-// 40 s later): a lookup that finds the status not final yet costs no
-// workflow task and leaves no failure in the timeline. Since
-// versionFirstWaitInLookup the first 10 s are the activity's first
+// The run tracks delivery with one Status activity whose retries are
+// the polling schedule (10 s, then 20 s and 40 s later): a lookup that
+// finds the status not final yet costs no workflow task and leaves no
+// failure in the timeline. The first 10 s are the activity's first
 // attempt, not a timer, unless the provider's lookups are paced, where
 // that attempt would spend a dispatch of the rate-limited queue.
 func TestDeliveryIsTrackedByOneActivityWhoseRetriesPoll(t *testing.T) {
@@ -866,78 +868,62 @@ func TestResendAfterFailureFollowsTheLiveMessageFound(t *testing.T) {
 	require.Len(t, h.sends, 1)
 }
 
-// Runs since versionProviderQueues call the provider from its own task
-// queues, sends apart from lookups, where the workers' fleet-wide rate
-// limits apply; what does not call the provider stays on the run's queue.
-// Since versionLeanHistory the ledger steps are local activities: they
-// run inside the run's workflow tasks, on no task queue of their own.
-// Since versionOneProviderQueue the provider has one queue, where
-// searches go before sends and sends before status lookups.
-func TestProviderActivitiesRunOnTheProviderQueues(t *testing.T) {
+// A run calls the provider from the provider's one task queue, where
+// the workers' fleet-wide rate limit applies, searches before sends and
+// sends before status lookups; the ledger steps are local activities:
+// they run inside the run's workflow tasks, on no task queue of their
+// own.
+func TestProviderActivitiesRunOnTheProviderQueue(t *testing.T) {
 	t.Parallel()
-	for _, v := range []workflow.Version{versionProviderQueues, versionLeanHistory, versionOneProviderQueue} {
-		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(v)
-			var mu sync.Mutex
-			queues, local := map[string]map[string]bool{}, map[string]map[string]bool{}
-			priorities := map[string]map[int]bool{}
-			record := func(into map[string]map[string]bool, info *activity.Info) {
-				mu.Lock()
-				defer mu.Unlock()
-				if into[info.ActivityType.Name] == nil {
-					into[info.ActivityType.Name] = map[string]bool{}
-				}
-				into[info.ActivityType.Name][info.TaskQueue] = true
-			}
-			// The test environment gives an activity no priority: read the
-			// options the run schedules it with.
-			h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&scheduled{record: func(ctx workflow.Context, name string, _ []any) {
-				o := workflow.GetActivityOptions(ctx)
-				mu.Lock()
-				defer mu.Unlock()
-				if priorities[name] == nil {
-					priorities[name] = map[int]bool{}
-				}
-				priorities[name][o.Priority.PriorityKey] = true
-			}}}})
-			h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) { record(queues, info) })
-			h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) { record(local, info) })
-			h.unknownThenFound()
-			steps := queues
-			if v >= versionLeanHistory {
-				steps = local
-				for _, step := range []string{"Prepare", "Plan", "Settle"} {
-					require.Empty(t, queues[step], step+" is a local activity, not a task of its own")
-				}
-				require.NotEmpty(t, local["Settle"])
-			}
-			runQueue := ""
-			for q := range steps["Prepare"] {
-				runQueue = q
-			}
-			require.NotEmpty(t, runQueue)
-			send, lookup := contract.ProviderTaskQueue(runQueue, "bird", contract.PurposeSend), contract.ProviderTaskQueue(runQueue, "bird", contract.PurposeLookup)
-			require.Equal(t, "sms-bird-send", contract.ProviderTaskQueue(contract.TaskQueue, "bird", contract.PurposeSend))
-			if v >= versionOneProviderQueue {
-				require.Equal(t, "sms-bird", contract.ProviderQueue(contract.TaskQueue, "bird"))
-				send, lookup = contract.ProviderQueue(runQueue, "bird"), contract.ProviderQueue(runQueue, "bird")
-				require.Equal(t, map[int]bool{contract.PrioritySend: true}, priorities["Send"])
-				require.Equal(t, map[int]bool{contract.PrioritySearch: true}, priorities["Reconcile"])
-				require.Equal(t, map[int]bool{contract.PriorityLookup: true}, priorities["Status"])
-				require.Less(t, contract.PrioritySearch, contract.PrioritySend, "searches go first")
-				require.Less(t, contract.PrioritySend, contract.PriorityLookup, "sends go before status lookups")
-			}
-			require.Equal(t, map[string]bool{send: true}, queues["Send"])
-			require.Equal(t, map[string]bool{lookup: true}, queues["Reconcile"])
-			require.Equal(t, map[string]bool{lookup: true}, queues["Status"])
-			for _, other := range []string{"Prepare", "Plan", "Settle"} {
-				for q := range steps[other] {
-					require.NotContains(t, []string{send, lookup}, q, other+" does not call the provider")
-				}
-			}
-		})
+	h := newHarness(t)
+	var mu sync.Mutex
+	queues, local := map[string]map[string]bool{}, map[string]map[string]bool{}
+	priorities := map[string]map[int]bool{}
+	record := func(into map[string]map[string]bool, info *activity.Info) {
+		mu.Lock()
+		defer mu.Unlock()
+		if into[info.ActivityType.Name] == nil {
+			into[info.ActivityType.Name] = map[string]bool{}
+		}
+		into[info.ActivityType.Name][info.TaskQueue] = true
+	}
+	// The test environment gives an activity no priority: read the
+	// options the run schedules it with.
+	h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&scheduled{record: func(ctx workflow.Context, name string, _ []any) {
+		o := workflow.GetActivityOptions(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if priorities[name] == nil {
+			priorities[name] = map[int]bool{}
+		}
+		priorities[name][o.Priority.PriorityKey] = true
+	}}}})
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) { record(queues, info) })
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) { record(local, info) })
+	h.unknownThenFound()
+	for _, step := range []string{"Prepare", "Plan", "Settle"} {
+		require.Empty(t, queues[step], step+" is a local activity, not a task of its own")
+	}
+	require.NotEmpty(t, local["Settle"])
+	runQueue := ""
+	for q := range local["Prepare"] {
+		runQueue = q
+	}
+	require.NotEmpty(t, runQueue)
+	require.Equal(t, "sms-bird", contract.ProviderQueue(contract.TaskQueue, "bird"))
+	q := contract.ProviderQueue(runQueue, "bird")
+	require.Equal(t, map[int]bool{contract.PrioritySend: true}, priorities["Send"])
+	require.Equal(t, map[int]bool{contract.PrioritySearch: true}, priorities["Reconcile"])
+	require.Equal(t, map[int]bool{contract.PriorityLookup: true}, priorities["Status"])
+	require.Less(t, contract.PrioritySearch, contract.PrioritySend, "searches go first")
+	require.Less(t, contract.PrioritySend, contract.PriorityLookup, "sends go before status lookups")
+	require.Equal(t, map[string]bool{q: true}, queues["Send"])
+	require.Equal(t, map[string]bool{q: true}, queues["Reconcile"])
+	require.Equal(t, map[string]bool{q: true}, queues["Status"])
+	for _, other := range []string{"Prepare", "Plan", "Settle"} {
+		for lq := range local[other] {
+			require.NotEqual(t, q, lq, other+" does not call the provider")
+		}
 	}
 }
 
@@ -969,23 +955,6 @@ type scheduledOutbound struct {
 func (o *scheduledOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	o.record(ctx, activityType, args)
 	return o.Next.ExecuteActivity(ctx, activityType, args...)
-}
-
-// Runs from before versionProviderQueues keep every activity on their
-// own queue, which every worker still polls with every activity.
-func TestRunsFromBeforeTheProviderQueuesStayOnTheirQueue(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.env.OnGetVersion(changeNoSilentDuplicates, workflow.DefaultVersion, latestVersion).Return(versionLateEffectFirst)
-	var mu sync.Mutex
-	queues := map[string]bool{}
-	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		mu.Lock()
-		defer mu.Unlock()
-		queues[info.TaskQueue] = true
-	})
-	h.unknownThenFound()
-	require.Len(t, queues, 1, "one queue for every activity: %v", queues)
 }
 
 // unknownThenFound runs the path where every attempt ends unknown and

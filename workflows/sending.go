@@ -15,9 +15,8 @@ import (
 )
 
 // send runs the send activity until the message is accepted, the request
-// is rejected, or the key's replay window (minus margin) runs out. Since
-// versionNoSilentDuplicates the retries end early enough to leave one last
-// attempt with the same key and bytes as late as the window allows, so an
+// is rejected, or the key's replay window (minus margin) runs out. The
+// retries end early enough to leave one last attempt with the same key and bytes as late as the window allows, so an
 // answer the provider stored meanwhile is always collected.
 func (r *run) send() (contract.State, bool) {
 	now := workflow.Now(r.ctx)
@@ -34,9 +33,6 @@ func (r *run) send() (contract.State, bool) {
 		return contract.Reconciling, false
 	}
 	r.note("sending with key %s (retries until %s)", r.req.Key, now.Add(remaining).Format(time.RFC3339))
-	if !r.since(versionNoSilentDuplicates) {
-		return r.sent(r.sendAttempts(remaining, int32(remaining/r.policy.InitialBackoff)+1, false))
-	}
 	lastAt := deadline.Add(-r.policy.LastAttemptLead())
 	var out activities.SendOutput
 	var err error
@@ -80,19 +76,16 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (
 			MaximumAttempts:        maxAttempts,
 			NonRetryableErrorTypes: activities.NonRetryable,
 		},
-	}, contract.PurposeSend))
-	after := last
-	if r.since(versionNothingForgotten) {
-		// A run may send a key again in a new activity (its send never
-		// left the queue, or its window turned out to be open): that
-		// activity's attempts restart at 1, and their rows must come after
-		// the ones the run already holds for the key.
-		after = last || r.sentUnder[r.req.Key]
-		if r.sentUnder == nil {
-			r.sentUnder = map[string]bool{}
-		}
-		r.sentUnder[r.req.Key] = true
+	}, contract.PrioritySend))
+	// A run may send a key again in a new activity (its send never left
+	// the queue, or its window turned out to be open): that activity's
+	// attempts restart at 1, and their rows must come after the ones the
+	// run already holds for the key.
+	after := last || r.sentUnder[r.req.Key]
+	if r.sentUnder == nil {
+		r.sentUnder = map[string]bool{}
 	}
+	r.sentUnder[r.req.Key] = true
 	var out activities.SendOutput
 	err := workflow.ExecuteActivity(ctx, a.Send, activities.SendInput{
 		EventKey: r.in.Key, Request: r.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay, LedgerID: r.ledgerID,
@@ -122,19 +115,15 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		r.addMessage(res.MessageID)
 		r.primary = res.MessageID
 		r.st.DeliveryStatus = string(res.Status)
-		if r.since(versionNothingForgotten) {
-			r.addMessageAt(res.MessageID, r.st.Provider)
-			r.seen(res.MessageID, res.Status)
-		}
+		r.addMessageAt(res.MessageID, r.st.Provider)
+		r.seen(res.MessageID, res.Status)
 		if out.Uncertain {
 			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.req.Key)
 			byKey, _ := r.lookForDuplicates([]string{r.req.Key})
-			if r.since(versionNoSilentDuplicates) {
-				r.uncertainSince(out.UncertainSince)
-				if !byKey && res.Outcome == provider.Accepted {
-					r.possibleDuplicate(fmt.Sprintf("%s answered attempt %d with a new message (not a replay) after an attempt of %s without a certain answer; had that attempt taken effect without %s storing its answer, the phone got two messages, and %s cannot be searched by key to tell",
-						r.st.Provider, out.Attempt, r.req.Key, r.st.Provider, r.st.Provider))
-				}
+			r.uncertainSince(out.UncertainSince)
+			if !byKey && res.Outcome == provider.Accepted {
+				r.possibleDuplicate(fmt.Sprintf("%s answered attempt %d with a new message (not a replay) after an attempt of %s without a certain answer; had that attempt taken effect without %s storing its answer, the phone got two messages, and %s cannot be searched by key to tell",
+					r.st.Provider, out.Attempt, r.req.Key, r.st.Provider, r.st.Provider))
 			}
 		}
 		return contract.Accepted, false
@@ -147,42 +136,21 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		case activities.ErrRejected, activities.ErrKeyConflict, activities.ErrInvalidRequest:
 			r.st.Reason = appErr.Message()
 			r.note("rejected, not retried: %s", appErr.Message())
-			if r.since(versionNothingForgotten) {
-				return r.rejected(appErr.Message()), false
-			}
-			return contract.Failed, false
+			return r.rejected(appErr.Message()), false
 		case activities.ErrWindowClosed:
 			r.note("%s", appErr.Message())
-			if r.since(versionNothingForgotten) {
-				// The ledger's clock closed the window: no further send,
-				// but its uncertain attempts still arm the late look.
-				r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
-			}
+			// The ledger's clock closed the window: no further send, but
+			// its uncertain attempts still arm the late look.
+			r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
 			return contract.Reconciling, false
 		case activities.ErrFenced:
-			if r.since(versionNothingForgotten) {
-				// What this run's own attempts left uncertain stands.
-				r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
-				return r.takeOver(appErr.Message()), false
-			}
-			// A later run holds the event: this one sends nothing more,
-			// and leaves the settle to that run.
-			r.claimed = false
-			r.st.Reason = appErr.Message()
-			r.note("%s", appErr.Message())
-			return contract.Failed, false
+			// What this run's own attempts left uncertain stands.
+			r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
+			return r.takeOver(appErr.Message()), false
 		}
 	}
 	r.lastSend = errorMessage(err)
-	if r.since(versionNothingForgotten) {
-		return r.unsettled(), false
-	}
-	if windowRanOut(err) {
-		r.note("the replay window of %s (minus margin) ran out with the outcome unknown; last answer: %s", r.req.Key, r.lastSend)
-	} else {
-		r.note("the send ended with the outcome unknown (%s): reconciling", r.lastSend)
-	}
-	return contract.Reconciling, false
+	return r.unsettled(), false
 }
 
 // maxNotSentWindows bounds the windows a run spends on a key whose send
@@ -235,15 +203,15 @@ func (r *run) unsettled() contract.State {
 // effect, follows a message it finds, and where no search can tell,
 // awaits a decision with the outcome unknown instead of ending Failed.
 //
-// Since versionLedgerMessages a message id the ledger holds for the event
-// makes the run search too: another run of its workflow (the one a reset
-// replaced) may have been accepted where this one is refused.
+// A message id the ledger holds for the event makes the run search too:
+// another run of its workflow (the one a reset replaced) may have been
+// accepted where this one is refused.
 func (r *run) rejected(reason string) contract.State {
 	rec := r.recall(r.req.Key)
 	r.uncertainSince(rec.LastUncertainAt)
 	r.learnMessages(rec.Messages)
 	held := 0 // ids the ledger holds whose status the run never saw
-	if r.since(versionLedgerMessages) && len(r.live) == 0 {
+	if len(r.live) == 0 {
 		for _, m := range rec.Messages {
 			if !r.observed[m.ID] {
 				held++

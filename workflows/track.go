@@ -18,31 +18,22 @@ import (
 // final or the tracking limit passes.
 func (r *run) track() (contract.State, bool) {
 	id := r.primary
-	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-	}, contract.PurposeLookup))
 	limit := workflow.Now(r.ctx).Add(r.policy.TrackingLimit)
 	interval := r.policy.StatusPollInitial
-	if r.since(versionNothingForgotten) {
-		// The answer that accepted the message (a replay carries the
-		// message's status) or the search that found it may already
-		// say how it ended.
-		if next, final := r.finalStatus(id, provider.Status(r.st.DeliveryStatus)); final {
-			return next, false
-		}
+	// The answer that accepted the message (a replay carries the
+	// message's status) or the search that found it may already say how
+	// it ended.
+	if next, final := r.finalStatus(id, provider.Status(r.st.DeliveryStatus)); final {
+		return next, false
 	}
 	for first := true; ; first = false {
 		left := limit.Sub(workflow.Now(r.ctx))
 		if left <= 0 {
 			r.st.Reason = fmt.Sprintf("accepted as message %s; delivery not confirmed within %s (last status %s)", id, r.policy.TrackingLimit, r.st.DeliveryStatus)
 			r.note("%s", r.st.Reason)
-			if r.since(versionNothingForgotten) {
-				// Its own state: a closed run, unlike Accepted, which an
-				// open run has while it tracks delivery.
-				return contract.Unconfirmed, false
-			}
-			return contract.Accepted, true
+			// Its own state: a closed run, unlike Accepted, which an open
+			// run has while it tracks delivery.
+			return contract.Unconfirmed, false
 		}
 		wait := min(interval, left)
 		if r.recheckPending() {
@@ -50,7 +41,7 @@ func (r *run) track() (contract.State, bool) {
 		}
 		var m provider.Message
 		var err error
-		if first && r.since(versionFirstWaitInLookup) && !r.policy.LookupsPaced && !r.recheckPending() && left-wait >= time.Second {
+		if first && !r.policy.LookupsPaced && !r.recheckPending() && left-wait >= time.Second {
 			// The wait is the lookup activity's first attempt: no timer,
 			// and no workflow task before the first lookup. The lookups
 			// keep their schedule (wait, then the doubled intervals).
@@ -62,14 +53,10 @@ func (r *run) track() (contract.State, bool) {
 				r.recheck("while tracking delivery")
 			}
 			interval = min(2*interval, r.policy.StatusPollMax)
-			if r.since(versionLeanHistory) {
-				if limit.Sub(workflow.Now(r.ctx)) < time.Second {
-					continue // the limit is reached: the loop's start ends the run
-				}
-				m, err = r.lookUntilFinal(id, limit, interval, 0)
-			} else {
-				err = workflow.ExecuteActivity(ctx, a.Status, activities.StatusInput{Provider: r.st.Provider, MessageID: id}).Get(ctx, &m)
+			if limit.Sub(workflow.Now(r.ctx)) < time.Second {
+				continue // the limit is reached: the loop's start ends the run
 			}
+			m, err = r.lookUntilFinal(id, limit, interval, 0)
 		}
 		if err != nil {
 			if !notFinalYet(err) {
@@ -95,10 +82,16 @@ func (r *run) finalStatus(id string, s provider.Status) (contract.State, bool) {
 		r.st.Reason = fmt.Sprintf("delivered as message %s", id)
 		return contract.Delivered, true
 	case s.Failed():
-		r.deliveryFailed = true
-		if r.since(versionNothingForgotten) {
-			r.seen(id, s)
+		r.seen(id, s)
+		if other := r.liveHere(); other != "" {
+			// Another message of the event is alive (a duplicate the run
+			// already reported): the phone may well get it, and a resend
+			// would make one more. Follow it instead.
+			r.primary, r.st.DeliveryStatus = other, ""
+			r.note("message %s ended %s, but message %s of the event is alive: following it instead of asking for a resend", id, s, other)
+			return contract.Accepted, true
 		}
+		r.deliveryFailed = true
 		r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, s)
 		return contract.AwaitingDecision, true
 	}
@@ -135,7 +128,7 @@ func (r *run) lookUntilFinal(id string, limit time.Time, interval, firstWait tim
 			// means 10 in the SDK's test environment.
 			MaximumAttempts: int32(min(attempts, math.MaxInt32)),
 		},
-	}, contract.PurposeLookup))
+	}, contract.PriorityLookup))
 	var m provider.Message
 	in := activities.StatusInput{Provider: r.st.Provider, MessageID: id, UntilFinal: true, FirstWait: firstWait}
 	err := workflow.ExecuteActivity(ctx, a.Status, in).Get(ctx, &m)
@@ -156,4 +149,15 @@ func (r *run) lastStatus(err error) {
 		r.st.DeliveryStatus = string(m.Status)
 		r.note("message %s is %s", m.ID, m.Status)
 	}
+}
+
+// liveHere is the first message of the event last seen alive at the
+// provider in use, whose status the run can look up; "" if none.
+func (r *run) liveHere() string {
+	for _, id := range r.live {
+		if at, ok := r.idAt[id]; !ok || at == canonical(r.st.Provider) {
+			return id
+		}
+	}
+	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -11,21 +12,25 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 )
 
 // TestVersionsRetireWholly holds versions.go's rule: every version from
 // the supported minimum to the latest has recorded histories, and none
 // below the minimum keeps a branch (a since() that is always true) or a
-// history. It reads the package's source, so a branch written another
-// way (r.v >= …) fails too.
+// history; a GetVersion call names changeID from the supported minimum
+// to the latest, and a history's version markers name changeID at a
+// version the code knows. It reads the package's source, so a branch
+// written another way (r.v >= …) fails too.
 func TestVersionsRetireWholly(t *testing.T) {
 	fset := token.NewFileSet()
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
 	declared := map[string]workflow.Version{}
 	used := map[string][]string{} // version constant -> where since() names it
-	getVersionMin := ""
+	getVersionMin, getVersionCalls := "", 0
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -57,6 +62,9 @@ func TestVersionsRetireWholly(t *testing.T) {
 					used[id.Name] = append(used[id.Name], fset.Position(n.Pos()).String())
 				case "GetVersion":
 					require.Len(t, n.Args, 4)
+					getVersionCalls++
+					id, ok := n.Args[1].(*ast.Ident)
+					require.True(t, ok && id.Name == "changeID", "%s: GetVersion names changeID", fset.Position(n.Pos()))
 					if id, ok := n.Args[2].(*ast.Ident); ok {
 						getVersionMin = id.Name
 					} else if s, ok := n.Args[2].(*ast.SelectorExpr); ok {
@@ -75,8 +83,11 @@ func TestVersionsRetireWholly(t *testing.T) {
 			return true
 		})
 	}
-	require.Equal(t, "minSupportedVersion", getVersionMin, "GetVersion's minimum is minSupportedVersion")
-	require.NotEmpty(t, declared)
+	require.LessOrEqual(t, getVersionCalls, 1, "SendSMS reads its version once, in setup")
+	if len(declared) > 0 || getVersionCalls > 0 {
+		require.Equal(t, "minSupportedVersion", getVersionMin, "GetVersion's minimum is minSupportedVersion")
+		require.NotEmpty(t, declared, "GetVersion without a version constant")
+	}
 	for name := range used {
 		_, ok := declared[name]
 		require.True(t, ok, "since(%s): not a version of versions.go", name)
@@ -93,6 +104,10 @@ func TestVersionsRetireWholly(t *testing.T) {
 			v = workflow.Version(n)
 		}
 		byVersion[v] = append(byVersion[v], filepath.Base(h))
+		for _, m := range versionMarkers(t, h) {
+			require.Equal(t, changeID, m.change, "%s: a version marker of change %q, which SendSMS no longer reads: a history from before 1.0.0?", h, m.change)
+			require.Equal(t, v, m.version, "%s: its name says version %d, its marker %d", h, v, m.version)
+		}
 	}
 
 	for v, hs := range byVersion {
@@ -111,6 +126,33 @@ func TestVersionsRetireWholly(t *testing.T) {
 	if minSupportedVersion == workflow.DefaultVersion {
 		require.NotEmpty(t, byVersion[workflow.DefaultVersion], "runs from before the first change are supported: keep their histories")
 	}
+}
+
+type versionMarker struct {
+	change  string
+	version workflow.Version
+}
+
+// versionMarkers reads the GetVersion markers of a recorded history.
+func versionMarkers(t *testing.T, path string) []versionMarker {
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	defer func() { _ = fh.Close() }()
+	h, err := client.HistoryFromJSON(fh, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	var out []versionMarker
+	for _, e := range h.GetEvents() {
+		m := e.GetMarkerRecordedEventAttributes()
+		if m == nil || m.GetMarkerName() != "Version" {
+			continue
+		}
+		var vm versionMarker
+		dc := converter.GetDefaultDataConverter()
+		require.NoError(t, dc.FromPayloads(m.GetDetails()["change-id"], &vm.change))
+		require.NoError(t, dc.FromPayloads(m.GetDetails()["version"], &vm.version))
+		out = append(out, vm)
+	}
+	return out
 }
 
 func valueAt(s *ast.ValueSpec, i int) ast.Expr {
