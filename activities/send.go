@@ -76,20 +76,9 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	if err := a.checkLedger(in.LedgerID); err != nil {
 		return SendOutput{}, err
 	}
-	// The ledger's clock: the window counts from the first attempt as the
-	// ledger recorded it, whichever worker made it.
-	now, err := a.Ledger.Now(ctx)
+	now, err := a.windowOpen(ctx, in)
 	if err != nil {
 		return SendOutput{}, err
-	}
-	first, tried, err := a.Ledger.FirstAttempt(ctx, req.Key)
-	if err != nil {
-		return SendOutput{}, err
-	}
-	if tried && now.After(first.Add(in.Budget)) {
-		return SendOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("the replay window of %s closed: first attempt %s, budget %s; another attempt could send a second SMS, so the run reconciles instead",
-				req.Key, first.UTC().Format(time.RFC3339), in.Budget), ErrWindowClosed, nil)
 	}
 	number := int(info.Attempt)
 	if in.AfterRetries {
@@ -100,35 +89,8 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 		number += base
 	}
 	tracing.Annotate(ctx, tracing.Attempt.Int(number))
-	// An attempt needs the time a provider may take to answer. One that
-	// the activity's deadline (the end of the retries' share of the
-	// window) would cut short ends with its outcome unknown where the
-	// provider might have answered, turning a certain history into an
-	// uncertain one. It is not made: nothing is sent, and the run's last
-	// attempt before the window closes gets its full time.
-	if deadline, ok := ctx.Deadline(); ok {
-		// The run's attempt time, which its start-to-close holds with the
-		// slack, capped by the client's own timeout on this worker.
-		need := a.policy(req.Provider).AttemptTimeout
-		if run := info.StartToCloseTimeout - AttemptSlack; run > 0 {
-			need = min(need, run)
-		}
-		if left := deadline.Sub(begun); left < need {
-			reason := fmt.Sprintf("no attempt made: the activity started with %s left before its deadline, less than the %s an answer may take; nothing was sent",
-				left.Round(time.Millisecond), need)
-			// The person reading the run's timeline wants the provider's
-			// last answer, not this.
-			if last := a.lastAnswer(ctx, in.EventKey, req.Key); last != "" {
-				reason = last + " (the last answer; then " + reason + ")"
-			} else {
-				reason = string(req.Provider) + ": " + reason
-			}
-			tracing.Annotate(ctx, tracing.Outcome.String(string(provider.NotExecuted)))
-			return SendOutput{}, temporal.NewApplicationErrorWithOptions(reason, ErrNotExecuted, temporal.ApplicationErrorOptions{
-				Details:  []any{SendFailure{Result: provider.Result{Outcome: provider.NotExecuted, Reason: reason}, Attempt: info.Attempt - 1}},
-				Category: temporal.ApplicationErrorCategoryBenign,
-			})
-		}
+	if err := a.timeForAnAnswer(ctx, in, begun); err != nil {
+		return SendOutput{}, err
 	}
 	row := ledger.Attempt{
 		EventKey: in.EventKey, SendKey: req.Key, RunID: info.WorkflowExecution.RunID, Number: number,
@@ -142,11 +104,86 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 
 	res := c.Send(ctx, req)
 	tracing.Annotate(ctx, tracing.Outcome.String(string(res.Outcome)))
+	a.recordAnswer(ctx, in, row, res)
 
+	if res.Outcome.Sent() {
+		// Earlier runs count too: a run that resumed the event starts
+		// again at activity attempt 1.
+		out := SendOutput{Result: res, Attempt: info.Attempt}
+		out.UncertainSince = a.earlierUncertain(ctx, in.EventKey, row)
+		out.Uncertain = !out.UncertainSince.IsZero()
+		return out, nil
+	}
+	return SendOutput{}, AttemptError(res, info.Attempt, in.InProgressDelay)
+}
+
+// windowOpen refuses an attempt once the key's replay window has passed
+// since its first attempt: past it, only reconciliation may decide about
+// a resend. The window counts on the ledger's clock, from the first
+// attempt as the ledger recorded it, whichever worker made it; now is
+// that clock's time.
+func (a *Activities) windowOpen(ctx context.Context, in SendInput) (now time.Time, err error) {
+	if now, err = a.Ledger.Now(ctx); err != nil {
+		return now, err
+	}
+	first, tried, err := a.Ledger.FirstAttempt(ctx, in.Request.Key)
+	if err != nil {
+		return now, err
+	}
+	if tried && now.After(first.Add(in.Budget)) {
+		return now, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the replay window of %s closed: first attempt %s, budget %s; another attempt could send a second SMS, so the run reconciles instead",
+				in.Request.Key, first.UTC().Format(time.RFC3339), in.Budget), ErrWindowClosed, nil)
+	}
+	return now, nil
+}
+
+// timeForAnAnswer refuses an attempt that the activity's deadline (the
+// end of the retries' share of the window) would cut short: it would end
+// with its outcome unknown where the provider might have answered,
+// turning a certain history into an uncertain one. Nothing is sent, and
+// the run's last attempt before the window closes gets its full time.
+func (a *Activities) timeForAnAnswer(ctx context.Context, in SendInput, begun time.Time) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	info := activity.GetInfo(ctx)
+	req := in.Request
+	// The run's attempt time, which its start-to-close holds with the
+	// slack, capped by the client's own timeout on this worker.
+	need := a.policy(req.Provider).AttemptTimeout
+	if run := info.StartToCloseTimeout - AttemptSlack; run > 0 {
+		need = min(need, run)
+	}
+	left := deadline.Sub(begun)
+	if left >= need {
+		return nil
+	}
+	reason := fmt.Sprintf("no attempt made: the activity started with %s left before its deadline, less than the %s an answer may take; nothing was sent",
+		left.Round(time.Millisecond), need)
+	// The person reading the run's timeline wants the provider's last
+	// answer, not this.
+	if last := a.lastAnswer(ctx, in.EventKey, req.Key); last != "" {
+		reason = last + " (the last answer; then " + reason + ")"
+	} else {
+		reason = string(req.Provider) + ": " + reason
+	}
+	tracing.Annotate(ctx, tracing.Outcome.String(string(provider.NotExecuted)))
+	return temporal.NewApplicationErrorWithOptions(reason, ErrNotExecuted, temporal.ApplicationErrorOptions{
+		Details:  []any{SendFailure{Result: provider.Result{Outcome: provider.NotExecuted, Reason: reason}, Attempt: info.Attempt - 1}},
+		Category: temporal.ApplicationErrorCategoryBenign,
+	})
+}
+
+// recordAnswer writes the attempt's answer to the ledger (its open row
+// stays as evidence when the write fails), and counts and logs it.
+func (a *Activities) recordAnswer(ctx context.Context, in SendInput, row ledger.Attempt, res provider.Result) {
+	req := in.Request
 	row.EndedAt, row.Outcome, row.HTTPStatus, row.Code = a.now(), string(res.Outcome), res.HTTPStatus, res.Code
 	row.MessageID, row.Replay, row.Reason = res.MessageID, res.Outcome == provider.Replayed, res.Reason
 	log := a.log().With(zap.String("key", req.Key), zap.String("provider", string(req.Provider)),
-		zap.String("to", sms.MaskPhone(req.To)), zap.Int32("attempt", info.Attempt), tracing.LogTraceID(ctx))
+		zap.String("to", sms.MaskPhone(req.To)), zap.Int32("attempt", activity.GetInfo(ctx).Attempt), tracing.LogTraceID(ctx))
 	if err := a.Ledger.EndAttempt(context.WithoutCancel(ctx), row); err != nil {
 		// The answer stands; the open row remains as evidence of the attempt.
 		log.Error("could not record the end of a send attempt in the ledger", zap.Error(err))
@@ -162,16 +199,6 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	log.Info("sms send attempt", zap.String("outcome", string(res.Outcome)), zap.Int("status", res.HTTPStatus),
 		zap.String("code", res.Code), zap.String("message", res.MessageID),
 		zap.Bool("replay", res.Outcome == provider.Replayed), zap.String("reason", res.Reason))
-
-	if res.Outcome.Sent() {
-		// Earlier runs count too: a run that resumed the event starts
-		// again at activity attempt 1.
-		out := SendOutput{Result: res, Attempt: info.Attempt}
-		out.UncertainSince = a.earlierUncertain(ctx, in.EventKey, row)
-		out.Uncertain = !out.UncertainSince.IsZero()
-		return out, nil
-	}
-	return SendOutput{}, AttemptError(res, info.Attempt, in.InProgressDelay)
 }
 
 // lastAnswer is the reason the latest ended attempt of a key recorded,

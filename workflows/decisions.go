@@ -96,7 +96,7 @@ func (r *run) check(d contract.Decision) error {
 	if err := d.CheckBinding(r.in.Key); err != nil {
 		return fmt.Errorf("refused: %w", err)
 	}
-	if r.decisionIDs[d.ID] {
+	if r.dec.ids[d.ID] {
 		return fmt.Errorf("refused: decision %s reached this run before; a copy of it applies nothing (a new decision takes a new id)", sms.MaskPhones(d.ID))
 	}
 	return r.checkState(d)
@@ -104,14 +104,14 @@ func (r *run) check(d contract.Decision) error {
 
 // checkState reports whether the run's state admits a decision.
 func (r *run) checkState(d contract.Decision) error {
-	if r.st.State != contract.AwaitingDecision && r.applying != nil {
-		return fmt.Errorf("refused: the run is applying the %s decided by %s and is %s, not awaiting a decision; it takes one decision at a time", r.applying.Action, r.applying.By, r.st.State)
+	if r.st.State != contract.AwaitingDecision && r.dec.applying != nil {
+		return fmt.Errorf("refused: the run is applying the %s decided by %s and is %s, not awaiting a decision; it takes one decision at a time", r.dec.applying.Action, r.dec.applying.By, r.st.State)
 	}
 	if r.st.State != contract.AwaitingDecision {
 		return fmt.Errorf("refused: the run is %s, not awaiting a decision; a %s applies only to a run in state AwaitingDecision", r.st.State, d.Action)
 	}
-	if r.pending != nil {
-		return fmt.Errorf("refused: a %s decided by %s is already being applied; the run takes one decision at a time", r.pending.Action, r.pending.By)
+	if r.dec.pending != nil {
+		return fmt.Errorf("refused: a %s decided by %s is already being applied; the run takes one decision at a time", r.dec.pending.Action, r.dec.pending.By)
 	}
 	if !workflow.Now(r.ctx).Before(r.st.DecisionDeadline) {
 		return fmt.Errorf("refused: the decision deadline passed at %s; the run ends without a decision", r.st.DecisionDeadline.UTC().Format(time.RFC3339))
@@ -119,7 +119,7 @@ func (r *run) checkState(d contract.Decision) error {
 	if err := r.checkMove(d); err != nil {
 		return err
 	}
-	if d.Action == contract.ActionResend && !d.Force && r.unsearchable {
+	if unforcedResend(d) && r.look.last == searchMute {
 		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.st.Provider)
 	}
 	return nil
@@ -139,10 +139,10 @@ func (r *run) decide(d contract.Decision) error {
 // signal, read and refused. An update its validator refused left no
 // trace, so its id stays free for a retry.
 func (r *run) spend(id string) {
-	if r.decisionIDs == nil {
-		r.decisionIDs = map[string]bool{}
+	if r.dec.ids == nil {
+		r.dec.ids = map[string]bool{}
 	}
-	r.decisionIDs[id] = true
+	r.dec.ids[id] = true
 }
 
 // apply applies the Temporal cancellation request: the server's, not a
@@ -159,14 +159,14 @@ func (r *run) take(d contract.Decision) error {
 	// A person's reason ("customer called from …") is kept in the
 	// timeline, the result and the ledger: masked.
 	d.Reason, d.By = sms.MaskPhones(d.Reason), sms.MaskPhones(d.By)
-	r.pending = &d
+	r.dec.pending = &d
 	if d.ID != "" {
 		r.note("%s decided by %s: %s (decision %s)", d.Action, d.By, d.Reason, sms.MaskPhones(d.ID))
 	} else {
 		r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)
 	}
-	if r.deferred != nil {
-		r.note("this decision replaces the resend decided by %s, which was waiting for a search that succeeds", r.deferred.By)
+	if r.dec.deferred != nil {
+		r.note("this decision replaces the resend decided by %s, which was waiting for a search that succeeds", r.dec.deferred.By)
 		r.dropDeferred()
 	}
 	// Metrics through the SDK's handler: not emitted again on replay.
@@ -206,21 +206,14 @@ func (r *run) decisionForm() string {
 // AwaitingDecision as soon as it takes one, before anything that
 // yields, so a second one is refused while the first is applied.
 func (r *run) await() (contract.State, bool) {
-	r.applying = nil
-	r.st.DecisionDeadline = workflow.Now(r.ctx).Add(r.policy.DecisionDeadline)
-	if r.deferred != nil && !r.deferredUntil.IsZero() {
-		// Waiting for a search does not extend the decision's deadline.
-		r.st.DecisionDeadline = r.deferredUntil
-	}
-	r.note("awaiting a decision until %s: signal %q or %q with %s",
-		r.st.DecisionDeadline.Format(time.RFC3339), contract.SignalResend, contract.SignalCancel, r.decisionForm())
-	decided := func() bool { return r.pending != nil }
-	for r.pending == nil {
+	r.startWait()
+	decided := func() bool { return r.dec.pending != nil }
+	for r.dec.pending == nil {
 		left := r.st.DecisionDeadline.Sub(workflow.Now(r.ctx))
 		if left <= 0 {
 			return r.noDecision(), false
 		}
-		retry := r.reconcileFailed && left > r.policy.ReconcileRetry
+		retry := r.look.last == searchFailed && left > r.policy.ReconcileRetry
 		if retry {
 			left = r.policy.ReconcileRetry
 		}
@@ -230,23 +223,10 @@ func (r *run) await() (contract.State, bool) {
 		if !retry {
 			return r.noDecision(), false
 		}
-		if found := r.retryReconcile(); found {
-			r.st.DecisionDeadline = time.Time{}
-			if r.pending == nil {
-				return contract.Accepted, false
-			}
-			return r.decidedWhileFound(), false
-		}
-		if r.deferred != nil && r.pending == nil && !r.reconcileFailed {
-			// The search the acknowledged resend waited for succeeded
-			// and found no live message: it is the resend's search.
-			r.pending, r.deferred = r.deferred, nil
-			r.freshSearch = !r.unsearchable && !r.recheckPending()
-			r.note("carrying out the resend decided by %s now that a search of %s's records succeeded", r.pending.By, r.st.Provider)
+		if next, done := r.searchWhileWaiting(); done {
+			return next, false
 		}
 	}
-	r.lastDeadline = r.st.DecisionDeadline
-	r.st.DecisionDeadline = time.Time{}
 	d := r.takePending()
 	if d.Action == contract.ActionCancel {
 		r.st.Reason = fmt.Sprintf("cancelled by %s: %s", d.By, d.Reason)
@@ -255,14 +235,51 @@ func (r *run) await() (contract.State, bool) {
 	return r.resend(d)
 }
 
+// startWait begins a wait for a decision, with its own deadline; a
+// resend that waits for a search keeps the deadline it was decided
+// before, as waiting for a search does not extend it.
+func (r *run) startWait() {
+	r.dec.applying = nil
+	r.st.DecisionDeadline = workflow.Now(r.ctx).Add(r.policy.DecisionDeadline)
+	if r.dec.deferred != nil && !r.dec.deferredUntil.IsZero() {
+		r.st.DecisionDeadline = r.dec.deferredUntil
+	}
+	r.note("awaiting a decision until %s: signal %q or %q with %s",
+		r.st.DecisionDeadline.Format(time.RFC3339), contract.SignalResend, contract.SignalCancel, r.decisionForm())
+}
+
+// searchWhileWaiting searches the provider's records again while the
+// run waits because its last search failed. A live message found ends
+// the wait (done, with the next state), whatever was decided meanwhile;
+// a search that succeeded carries out a resend that waited for one.
+func (r *run) searchWhileWaiting() (next contract.State, done bool) {
+	if found := r.retryReconcile(); found {
+		r.st.DecisionDeadline = time.Time{}
+		if r.dec.pending == nil {
+			return contract.Accepted, true
+		}
+		return r.decidedWhileFound(), true
+	}
+	if r.dec.pending != nil || r.dec.deferred == nil || r.look.last == searchFailed {
+		return "", false
+	}
+	// The search the acknowledged resend waited for succeeded and found
+	// no live message: it is the resend's search.
+	r.dec.pending, r.dec.deferred = r.dec.deferred, nil
+	r.dec.freshSearch = r.look.last != searchMute && !r.recheckPending()
+	r.note("carrying out the resend decided by %s now that a search of %s's records succeeded", r.dec.pending.By, r.st.Provider)
+	return "", false
+}
+
 // takePending takes the decision a person made for the run to apply:
 // from here on it is no longer awaiting one, and says so in its state
 // before anything yields (a cancel ends the run; a resend checks the
 // ledger and the provider's records first), so a decision that comes
 // while this one is applied is refused with the reason (checkState).
 func (r *run) takePending() contract.Decision {
-	d := *r.pending
-	r.pending, r.applying = nil, &d
+	r.dec.lastDeadline, r.st.DecisionDeadline = r.st.DecisionDeadline, time.Time{}
+	d := *r.dec.pending
+	r.dec.pending, r.dec.applying = nil, &d
 	if d.Action == contract.ActionCancel {
 		r.setState(contract.Cancelled)
 	} else {
@@ -274,9 +291,9 @@ func (r *run) takePending() contract.Decision {
 // noDecision ends a wait whose deadline passed with no decision taken.
 func (r *run) noDecision() contract.State {
 	r.st.DecisionDeadline = time.Time{}
-	if r.deferred != nil {
+	if r.dec.deferred != nil {
 		r.st.Reason = fmt.Sprintf("the resend decided by %s (%s) was never carried out: no search of %s's records that could rule out a message succeeded within %s; was: %s",
-			r.deferred.By, r.deferred.Reason, r.st.Provider, r.policy.DecisionDeadline, r.st.Reason)
+			r.dec.deferred.By, r.dec.deferred.Reason, r.st.Provider, r.policy.DecisionDeadline, r.st.Reason)
 		r.note("%s", r.st.Reason)
 		return contract.Failed
 	}
@@ -296,7 +313,7 @@ func (r *run) decidedWhileFound() contract.State {
 		return contract.Accepted
 	}
 	r.st.State, r.st.Reason = contract.Cancelled, fmt.Sprintf("cancelled by %s: %s", d.By, d.Reason)
-	r.turnedUp(r.primary)
+	r.turnedUp(r.msgs.primary)
 	return r.st.State
 }
 
@@ -340,9 +357,9 @@ func (r *run) resendSearches() (search, fresh bool) {
 	// Only a message known to have failed lets a resend skip the search;
 	// an unknown outcome ends a little before the window does (the last
 	// attempt goes first), so the clock alone cannot tell.
-	search = !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget())) || !r.deliveryFailed || r.recheckPending()
-	fresh = r.freshSearch
-	r.freshSearch = false
+	search = !workflow.Now(r.ctx).Before(r.sending.start.Add(r.policy.SendBudget())) || !r.msgs.primaryFailed || r.recheckPending()
+	fresh = r.dec.freshSearch
+	r.dec.freshSearch = false
 	if r.learnFromLedger() {
 		// Keys another run of the workflow used (before a reset): the
 		// search covers them, and the next key is one no run has used.
@@ -362,11 +379,11 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 	if r.recheckPending() {
 		// A hung attempt may still land: the search waits for it, and
 		// is then the late look too.
-		if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-			r.note("waiting until %s before the resend: an attempt without a certain answer could still take effect", r.recheckAt.UTC().Format(time.RFC3339))
+		if wait := r.look.lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+			r.note("waiting until %s before the resend: an attempt without a certain answer could still take effect", r.look.lateAt.UTC().Format(time.RFC3339))
 			_ = workflow.Sleep(r.ctx, wait)
 		}
-		r.rechecked = true
+		r.look.lateDone = true
 	}
 	out, err := r.lookup(r.provKeys())
 	switch {
@@ -377,7 +394,7 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 			r.note("resend not needed: a message of this event is alive; following it instead")
 			return basis, "", contract.Accepted, true
 		}
-		if r.unsearchable {
+		if r.look.last == searchMute {
 			if !d.Force {
 				r.st.Reason = fmt.Sprintf("the resend decided by %s is not carried out: %s's records cannot speak for this event (%s), so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider, out.How)
 				r.note("%s", r.st.Reason)
@@ -386,16 +403,16 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 			blind = fmt.Sprintf("%s's records cannot be searched for this event", r.st.Provider)
 		}
 	case d.Force:
-		r.reconcileFailed = true
+		r.look.last = searchFailed
 		blind = "the search of " + r.st.Provider + "'s records failed (" + errorMessage(err) + ")"
 	default:
-		r.reconcileFailed = true
+		r.look.last = searchFailed
 		// Acknowledged, so kept: carried out once a search succeeds,
 		// before the deadline of the wait it was decided in (one it
 		// waited for already keeps its own).
-		r.deferred = &d
-		if r.deferredUntil.IsZero() {
-			r.deferredUntil = r.lastDeadline
+		r.dec.deferred = &d
+		if r.dec.deferredUntil.IsZero() {
+			r.dec.deferredUntil = r.dec.lastDeadline
 		}
 		r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s and then carries the resend out unless a message of the event is found; decide again to replace it, resend with \"force\": true to send without a search, or cancel",
 			d.By, errorMessage(err), r.policy.ReconcileRetry)
@@ -426,7 +443,7 @@ func (r *run) planResend(d contract.Decision, target string) (key keys.Key, move
 	}
 	var req provider.Request
 	if err := r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
-		EventKey: r.in.Key, SendKey: string(key), Provider: r.st.Provider, To: r.req.To, From: r.req.From, Text: r.req.Text,
+		EventKey: r.in.Key, SendKey: string(key), Provider: r.st.Provider, To: r.sending.req.To, From: r.sending.req.From, Text: r.sending.req.Text,
 	}, &req); err != nil {
 		r.st.Reason = "cannot plan the resend: " + errorMessage(err)
 		return key, "", contract.Failed, true
@@ -437,8 +454,8 @@ func (r *run) planResend(d contract.Decision, target string) (key keys.Key, move
 
 // recordResend records a resend about to be sent under key.
 func (r *run) recordResend(d contract.Decision, key keys.Key, moved string, basis string, blind string) {
-	r.deferredUntil = time.Time{} // carried out: a later resend waits by its own deadline
-	r.resends++
+	r.dec.deferredUntil = time.Time{} // carried out: a later resend waits by its own deadline
+	r.dec.resends++
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
 	if blind != "" {
 		basis = contract.BasisBlind
@@ -452,9 +469,9 @@ func (r *run) recordResend(d contract.Decision, key keys.Key, moved string, basi
 // What the last search said belongs to the decision just taken; the new
 // key's own window and outcome decide the next one.
 func (r *run) useKey(req provider.Request, key string) {
-	r.req, r.sendStart, r.lastSend, r.primary, r.deliveryFailed = req, time.Time{}, "", "", false
-	r.unsearchable, r.reconcileFailed = false, false
-	r.notSentLoops = 0 // the new key's windows count afresh
+	r.sending.req, r.sending.start, r.sending.last, r.msgs.primary, r.msgs.primaryFailed = req, time.Time{}, "", "", false
+	r.look.last = searchSpoke
+	r.sending.notSentWindows = 0 // the new key's windows count afresh
 	r.st.CurrentKey = key
 	r.st.KeysUsed = append(r.st.KeysUsed, key)
 	r.st.DeliveryStatus = ""
@@ -463,5 +480,11 @@ func (r *run) useKey(req provider.Request, key string) {
 // dropDeferred forgets a resend that waited for a search: replaced by
 // another decision, or not needed. Its deadline goes with it.
 func (r *run) dropDeferred() {
-	r.deferred, r.deferredUntil = nil, time.Time{}
+	r.dec.deferred, r.dec.deferredUntil = nil, time.Time{}
+}
+
+// unforcedResend reports a resend that does not force a send without a
+// search that can speak for the event.
+func unforcedResend(d contract.Decision) bool {
+	return d.Action == contract.ActionResend && !d.Force
 }

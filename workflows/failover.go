@@ -93,18 +93,18 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 	keysHere := strings.Join(r.provKeys(), ", ")
 	var reason, evidence string
 	switch {
-	case out.NotExecutedOnly && out.LastUncertainAt.IsZero() && r.recheckAt.IsZero() && len(r.st.MessageIDs) == 0:
+	case r.provenNotExecuted(out):
 		reason = failoverNotExecuted
-		evidence = fmt.Sprintf("every attempt under %s was answered without being executed (last answer: %s)", keysHere, orNone(r.lastSend))
+		evidence = fmt.Sprintf("every attempt under %s was answered without being executed (last answer: %s)", keysHere, orNone(r.sending.last))
 	case out.ByKey:
 		if r.recheckPending() {
 			// An attempt without a certain answer could still take effect:
 			// the search that proves nothing was sent comes after it cannot.
-			if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-				r.note("before a failover: an attempt without a certain answer could take effect until %s; searching %s's records again then", r.recheckAt.UTC().Format(time.RFC3339), r.st.Provider)
+			if wait := r.look.lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+				r.note("before a failover: an attempt without a certain answer could take effect until %s; searching %s's records again then", r.look.lateAt.UTC().Format(time.RFC3339), r.st.Provider)
 				_ = workflow.Sleep(r.ctx, wait)
 			}
-			r.rechecked = true
+			r.look.lateDone = true
 			again, err := r.lookup(r.provKeys())
 			if err != nil {
 				return no(fmt.Sprintf("the search of %s's records after the late-effect horizon failed (%s)", r.st.Provider, errorMessage(err)))
@@ -146,8 +146,8 @@ func (r *run) planMove(p string, key keys.Key, sw *ledger.Switch) (activities.Mo
 	opts.ScheduleToCloseTimeout = moveBudget
 	var out activities.MoveOutput
 	err := r.ledgerStep("PlanMove", opts, a.PlanMove, activities.PlanInput{
-		EventKey: r.in.Key, SendKey: string(key), Provider: p, To: r.req.To, From: strings.TrimSpace(r.in.From), Text: r.req.Text,
-		Switch: sw, LedgerID: r.ledgerID,
+		EventKey: r.in.Key, SendKey: string(key), Provider: p, To: r.sending.req.To, From: strings.TrimSpace(r.in.From), Text: r.sending.req.Text,
+		Switch: sw, LedgerID: r.held.ledgerID,
 	}, &out)
 	return out, err
 }
@@ -169,7 +169,7 @@ func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error 
 	r.st.Provider = p
 	r.useKey(out.Request, string(key))
 	// The uncertain attempts were the other provider's.
-	r.recheckAt, r.rechecked = time.Time{}, false
+	r.look.lateAt, r.look.lateDone = time.Time{}, false
 	r.upsertSearch()
 	return nil
 }
@@ -190,4 +190,15 @@ func (r *run) checkMove(d contract.Decision) error {
 		return fmt.Errorf("refused: the event has no key at %s (%v); resend at %s, or cancel", d.Provider, err, r.st.Provider)
 	}
 	return nil
+}
+
+// provenNotExecuted reports a search whose ledger rows prove that no
+// attempt at the provider in use executed: each was answered without
+// being executed, none ended without a certain answer, and the run knows
+// no message of the event.
+func (r *run) provenNotExecuted(out activities.ReconcileOutput) bool {
+	if !out.NotExecutedOnly || len(r.st.MessageIDs) > 0 {
+		return false
+	}
+	return out.LastUncertainAt.IsZero() && r.look.lateAt.IsZero()
 }

@@ -30,7 +30,7 @@ func (r *run) finish() (contract.Result, error) {
 	// and to the result: no number in it in full.
 	r.st.Reason = sms.MaskPhones(r.st.Reason)
 	r.upsertSearch()
-	if r.claimed {
+	if r.held.claimed {
 		r.lastLook()
 		r.lookAtLeft()
 		r.settleKnown()
@@ -56,16 +56,16 @@ func (r *run) finish() (contract.Result, error) {
 // it can no longer take effect, and looks for a second message once more
 // before the run settles.
 func (r *run) lastLook() {
-	if r.recheckAt.IsZero() || len(r.st.KeysUsed) == 0 {
+	if r.look.lateAt.IsZero() || len(r.st.KeysUsed) == 0 {
 		return
 	}
-	if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-		r.note("waiting until %s before settling: an attempt without a certain answer could still take effect", r.recheckAt.UTC().Format(time.RFC3339))
+	if wait := r.look.lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+		r.note("waiting until %s before settling: an attempt without a certain answer could still take effect", r.look.lateAt.UTC().Format(time.RFC3339))
 		_ = workflow.Sleep(r.ctx, wait)
 	}
 	alive := r.recheck("before settling")
-	if alive && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
-		r.turnedUp(r.primary)
+	if alive && r.endedUnsent() {
+		r.turnedUp(r.msgs.primary)
 	}
 }
 
@@ -73,7 +73,7 @@ func (r *run) lastLook() {
 // id of the event turned up after all: what was sent stands, whatever
 // was decided before it showed up.
 func (r *run) turnedUp(id string) {
-	r.primary = id
+	r.msgs.primary = id
 	r.st.Reason = fmt.Sprintf("message %s of the event turned up after the run had ended %s (%s): the SMS was sent after all", id, r.st.State, r.st.Reason)
 	r.st.State = contract.Unconfirmed // closed, delivery not followed
 	r.st.OutcomeUnknown = false
@@ -92,20 +92,20 @@ type leftLook struct {
 // for a message that landed there late: with the message at the provider
 // in use, it is a second one.
 func (r *run) lookAtLeft() {
-	for _, l := range r.left {
+	for _, l := range r.look.left {
 		if wait := l.At.Sub(workflow.Now(r.ctx)); wait > 0 {
 			r.note("waiting until %s before the last look at %s: an attempt there could take effect until then", l.At.UTC().Format(time.RFC3339), l.Provider)
 			_ = workflow.Sleep(r.ctx, wait)
 		}
 		out, err := r.lookupAt(l.Provider, l.Keys)
 		if err != nil {
-			r.reconcileFailed = true
+			r.look.last = searchFailed
 			r.note("the last look at %s, which the run moved away from, failed (%s): a message there cannot be ruled out", l.Provider, errorMessage(err))
 			continue
 		}
 		r.note("the last look at %s, which the run moved away from: %s", l.Provider, out.How)
 		if cannotSpeak(out) {
-			r.unsearchable = true
+			r.look.last = searchMute
 		}
 		for _, id := range out.Vanished {
 			r.addMessageAt(id, l.Provider)
@@ -113,12 +113,12 @@ func (r *run) lookAtLeft() {
 		for _, m := range out.Messages {
 			r.note("found message %s at %s (status %s)", m.ID, l.Provider, m.Status)
 			r.seen(m.ID, m.Status)
-			if !m.Status.Failed() && (r.st.State == contract.Cancelled || r.st.State == contract.Failed) {
+			if !m.Status.Failed() && r.endedUnsent() {
 				r.turnedUp(m.ID)
 			}
 		}
 	}
-	r.left = nil
+	r.look.left = nil
 }
 
 // settleKnown settles the event, once the ledger holds no key of it that
@@ -127,42 +127,69 @@ func (r *run) lookAtLeft() {
 // searched first, and what turns up there stands.
 func (r *run) settleKnown() {
 	for i := 0; ; i++ {
-		if r.st.State == contract.Cancelled || r.st.State == contract.Failed {
-			r.mayHaveSent(r.reconcileFailed || r.unsearchable)
-		}
-		if !r.recheckAt.IsZero() && (r.reconcileFailed || r.unsearchable) && len(r.live) > 0 && !r.st.PossibleDuplicate {
-			// The late look was owed and could not be made: an attempt
-			// without a certain answer may have sent a message beside the
-			// ones the run knows (Bird stores no 5xx answer, and its lock
-			// may expire under a running attempt).
-			r.possibleDuplicate("an attempt ended without a certain answer, and the last look for another message, once that attempt could no longer take effect, failed: it may have sent one beside the message the run follows")
-		}
+		r.reportUnresolved()
 		out, ok := r.settleChecked(i < 3)
 		if ok {
 			return
 		}
-		var names []string
-		for _, k := range out.UnknownKeys {
-			names = append(names, k.Key)
+		r.searchUnknownKeys(out)
+	}
+}
+
+// endedUnsent reports an outcome that says nothing was sent: Cancelled
+// or Failed.
+func (r *run) endedUnsent() bool {
+	return r.st.State == contract.Cancelled || r.st.State == contract.Failed
+}
+
+// reportUnresolved says, before the settle, what no search could rule
+// out: an SMS that may have gone out of a run that ends unsent, or a
+// second message beside the ones the run knows where the late look was
+// owed and could not be made (Bird stores no 5xx answer, and its lock
+// may expire under a running attempt).
+func (r *run) reportUnresolved() {
+	if !r.look.unresolved() {
+		return
+	}
+	if r.endedUnsent() {
+		r.mayHaveSent(true)
+	}
+	if r.look.lateAt.IsZero() || len(r.msgs.live) == 0 {
+		return
+	}
+	if !r.st.PossibleDuplicate {
+		r.possibleDuplicate("an attempt ended without a certain answer, and the last look for another message, once that attempt could no longer take effect, failed: it may have sent one beside the message the run follows")
+	}
+}
+
+// searchUnknownKeys searches the keys a settle refused (out.UnknownKeys:
+// another run of the workflow used them) at their providers, once the
+// attempts under them can no longer take effect.
+func (r *run) searchUnknownKeys(out activities.SettleOutput) {
+	var names []string
+	for _, k := range out.UnknownKeys {
+		names = append(names, k.Key)
+	}
+	r.note("the ledger holds attempts under %s, which this run did not know (another run of the workflow made them, as before a reset): searching them before the run settles", strings.Join(names, ", "))
+	r.learnKeys(out.UnknownKeys)
+	r.uncertainSince(out.LastUncertainAt)
+	if r.look.lateAt.IsZero() {
+		r.look.lateAt = workflow.Now(r.ctx)
+	}
+	r.look.lateDone = false
+	for _, k := range out.UnknownKeys {
+		if p := r.providerOf(k.Key); !sameProvider(p, r.st.Provider) {
+			r.oweLook(p, k.Key)
 		}
-		r.note("the ledger holds attempts under %s, which this run did not know (another run of the workflow made them, as before a reset): searching them before the run settles", strings.Join(names, ", "))
-		r.learnKeys(out.UnknownKeys)
-		r.uncertainSince(out.LastUncertainAt)
-		if r.recheckAt.IsZero() {
-			r.recheckAt = workflow.Now(r.ctx)
-		}
-		r.rechecked = false
-		for _, k := range out.UnknownKeys {
-			if p := r.providerOf(k.Key); !sameProvider(p, r.st.Provider) {
-				r.oweLook(p, k.Key)
-			}
-		}
-		r.reconcileFailed, r.unsearchable = false, false
-		r.lastLook()
-		r.lookAtLeft()
-		if (r.reconcileFailed || r.unsearchable) && r.st.State != contract.Cancelled && r.st.State != contract.Failed && !r.st.DuplicateSend {
-			r.possibleDuplicate(fmt.Sprintf("the keys %s of another run of this workflow could not be searched: a second message under them cannot be ruled out", strings.Join(names, ", ")))
-		}
+	}
+	r.look.last = searchSpoke
+	r.lastLook()
+	r.lookAtLeft()
+	if !r.look.unresolved() || r.endedUnsent() {
+		return
+	}
+	if !r.st.DuplicateSend {
+		r.possibleDuplicate(fmt.Sprintf("the keys %s of another run of this workflow could not be searched: a second message under them cannot be ruled out", strings.Join(names, ", ")))
 	}
 }
 
@@ -171,7 +198,10 @@ func (r *run) settleKnown() {
 // answer that no search could resolve) and no live message is known:
 // support must not read "Cancelled" as "nothing was sent".
 func (r *run) mayHaveSent(unresolved bool) {
-	if r.st.OutcomeUnknown || !unresolved || len(r.live) > 0 {
+	if !unresolved || r.st.OutcomeUnknown {
+		return
+	}
+	if len(r.msgs.live) > 0 {
 		return
 	}
 	r.st.OutcomeUnknown = true
@@ -185,10 +215,10 @@ func (r *run) mayHaveSent(unresolved bool) {
 	// than one, or one beside a message of the event whose status the
 	// run never saw (none is known alive here), may mean more than one
 	// SMS.
-	rec := r.recall(r.req.Key)
+	rec := r.recall(r.sending.req.Key)
 	n := rec.Uncertain
 	for _, m := range rec.Messages {
-		if !r.observed[m.ID] {
+		if !r.msgs.observed[m.ID] {
 			n++
 		}
 	}
@@ -261,7 +291,7 @@ func (r *run) countSettled() {
 // check, the ledger refuses the settle while it holds keys of the event
 // the run does not know, and ok is false with those keys in out.
 func (r *run) settleChecked(check bool) (out activities.SettleOutput, ok bool) {
-	in := activities.SettleInput{Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.primary, LedgerID: r.ledgerID}
+	in := activities.SettleInput{Key: r.in.Key, Outcome: string(r.st.State), Reason: r.st.Reason, MessageID: r.msgs.primary, LedgerID: r.held.ledgerID}
 	in.MessageIDs, in.Findings = r.st.MessageIDs, r.findings()
 	if check {
 		in.KnownKeys, in.CheckKeys = r.st.KeysUsed, true
@@ -308,8 +338,8 @@ func (r *run) settled(out activities.SettleOutput, err error) {
 		r.st.State = contract.State(out.Outcome)
 		if out.MessageID != "" {
 			r.addMessage(out.MessageID)
-			if r.primary == "" {
-				r.primary = out.MessageID
+			if r.msgs.primary == "" {
+				r.msgs.primary = out.MessageID
 			}
 		}
 		r.note("%s", r.st.Reason)

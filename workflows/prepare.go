@@ -26,7 +26,7 @@ func (r *run) prepare() (ended bool) {
 		r.note("%s", r.st.Reason)
 		return true
 	}
-	r.policy, r.req, r.ledgerID = out.Policy, out.Request, out.LedgerID
+	r.policy, r.sending.req, r.held.ledgerID = out.Policy, out.Request, out.LedgerID
 	r.st.Warnings = out.Warnings
 	for _, w := range out.Warnings {
 		r.note("warning: %s", w)
@@ -49,14 +49,14 @@ func (r *run) prepare() (ended bool) {
 		r.learnSettled(out)
 		return true
 	}
-	r.claimed = true
-	r.sendStart, r.eventStart = out.FirstAttemptAt, out.FirstAttemptAt
-	r.st.KeysUsed = append(r.st.KeysUsed, r.req.Key)
+	r.held.claimed = true
+	r.sending.start, r.sending.eventStart = out.FirstAttemptAt, out.FirstAttemptAt
+	r.st.KeysUsed = append(r.st.KeysUsed, r.sending.req.Key)
 	if !out.Created {
 		r.note("the event was claimed by an earlier run that did not settle it; continuing with its key")
 	}
 	r.policy = r.policy.WithDefaults()
-	r.firstPolicy = r.policy
+	r.sending.firstPolicy = r.policy
 	r.uncertainSince(out.LastUncertainAt)
 	r.learnMessages(out.Messages)
 	return r.resume(out.SendKeys)
@@ -99,8 +99,8 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	if len(used) == 0 {
 		return false
 	}
-	if r.eventStart.IsZero() || used[0].FirstAttemptAt.Before(r.eventStart) {
-		r.eventStart = used[0].FirstAttemptAt
+	if r.sending.eventStart.IsZero() || used[0].FirstAttemptAt.Before(r.sending.eventStart) {
+		r.sending.eventStart = used[0].FirstAttemptAt
 	}
 	r.learnKeys(used)
 	last := used[len(used)-1]
@@ -114,9 +114,9 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	var err error
 	if sameProvider(p, r.in.Provider) {
 		err = r.ledgerStep("Plan", planOptions(), a.Plan, activities.PlanInput{
-			EventKey: r.in.Key, SendKey: last.Key, Provider: p, To: r.req.To, From: r.req.From, Text: r.req.Text,
+			EventKey: r.in.Key, SendKey: last.Key, Provider: p, To: r.sending.req.To, From: r.sending.req.From, Text: r.sending.req.Text,
 		}, &req)
-		r.policy = r.firstPolicy // back at the first provider: its window
+		r.policy = r.sending.firstPolicy // back at the first provider: its window
 	} else {
 		var out activities.MoveOutput
 		if out, err = r.planMove(p, keys.Key(last.Key), nil); err == nil {
@@ -128,10 +128,10 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 		r.note("%s", r.st.Reason)
 		return true
 	}
-	r.req, r.sendStart = req, last.FirstAttemptAt
+	r.sending.req, r.sending.start = req, last.FirstAttemptAt
 	r.leaveOthers(p)
 	// The message the run followed was another key's.
-	r.primary, r.lastSend, r.deliveryFailed = "", "", false
+	r.msgs.primary, r.sending.last, r.msgs.primaryFailed = "", "", false
 	r.st.Provider = p
 	r.st.CurrentKey = last.Key
 	r.upsertSearch() // the provider may have changed
@@ -153,17 +153,17 @@ func (r *run) leaveOthers(p string) {
 // uncertain attempts can no longer take effect.
 func (r *run) oweLook(p, key string) {
 	p = canonical(p)
-	i := slices.IndexFunc(r.left, func(l leftLook) bool { return l.Provider == p })
+	i := slices.IndexFunc(r.look.left, func(l leftLook) bool { return l.Provider == p })
 	if i < 0 {
-		r.left = append(r.left, leftLook{Provider: p})
-		i = len(r.left) - 1
+		r.look.left = append(r.look.left, leftLook{Provider: p})
+		i = len(r.look.left) - 1
 	}
-	l := &r.left[i]
+	l := &r.look.left[i]
 	if !slices.Contains(l.Keys, key) {
 		l.Keys = append(l.Keys, key)
 	}
-	if r.recheckAt.After(l.At) {
-		l.At = r.recheckAt
+	if r.look.lateAt.After(l.At) {
+		l.At = r.look.lateAt
 	}
 }
 
@@ -177,7 +177,7 @@ func (r *run) learnKeys(used []activities.SendKey) (learnt bool) {
 		}
 		learnt = true
 		if _, n, ok := keys.SplitResend(keys.Key(k.Key)); ok {
-			r.resends = max(r.resends, n)
+			r.dec.resends = max(r.dec.resends, n)
 			r.st.ResendKeys = append(r.st.ResendKeys, k.Key)
 		}
 		r.st.KeysUsed = append(r.st.KeysUsed, k.Key)
@@ -190,7 +190,7 @@ func (r *run) learnKeys(used []activities.SendKey) (learnt bool) {
 // a Temporal reset replaced), owing a look to their providers. It
 // reports whether there were any.
 func (r *run) learnFromLedger() bool {
-	rec := r.recall(r.req.Key)
+	rec := r.recall(r.sending.req.Key)
 	r.learnMessages(rec.Messages)
 	if !r.learnKeys(rec.SendKeys) {
 		return false
@@ -206,12 +206,12 @@ func (r *run) learnFromLedger() bool {
 func (r *run) recall(key string) activities.RecallOutput {
 	var out activities.RecallOutput
 	if err := r.ledgerStep("Recall", planOptions(), a.Recall, activities.RecallInput{
-		EventKey: r.in.Key, SendKey: key, LedgerID: r.ledgerID,
+		EventKey: r.in.Key, SendKey: key, LedgerID: r.held.ledgerID,
 	}, &out); err != nil {
 		// Only an invalid input ends the retries, and this one is built
 		// by the run: take the worst case, an attempt that began now.
 		r.note("could not read the event's attempts from the ledger (%s): taking the last attempt as uncertain", errorMessage(err))
-		out.LastUncertainAt, out.FirstAttemptAt, out.Attempts = workflow.Now(r.ctx), r.sendStart, 1
+		out.LastUncertainAt, out.FirstAttemptAt, out.Attempts = workflow.Now(r.ctx), r.sending.start, 1
 	}
 	return out
 }
@@ -224,11 +224,11 @@ func (r *run) recall(key string) activities.RecallOutput {
 // run's name, and the run carries on with every key and attempt the event
 // already had. It returns the next state.
 func (r *run) takeOver(why string) contract.State {
-	r.takeovers++
-	if r.takeovers > 3 {
-		r.claimed = false
+	r.held.takeovers++
+	if r.held.takeovers > 3 {
+		r.held.claimed = false
 		r.st.Reason = "the event's holder in the ledger changed again after this run took it over three times: " + why + "; check the event with smsctl audit before starting it again"
-		r.mayHaveSent(!r.recheckAt.IsZero()) // it ends without a look or a settle
+		r.mayHaveSent(!r.look.lateAt.IsZero()) // it ends without a look or a settle
 		r.note("%s", r.st.Reason)
 		return contract.Failed
 	}
@@ -244,7 +244,7 @@ func (r *run) takeOver(why string) contract.State {
 	case out.Settled != nil:
 		// The earlier run settled the event: whatever it sent stands.
 		e := out.Settled
-		r.claimed = false
+		r.held.claimed = false
 		if e.MessageID != "" {
 			r.addMessage(e.MessageID)
 		}
@@ -255,14 +255,14 @@ func (r *run) takeOver(why string) contract.State {
 		return contract.Duplicate
 	}
 	if failed != "" {
-		r.claimed = false
+		r.held.claimed = false
 		r.st.Reason = failed
-		r.mayHaveSent(!r.recheckAt.IsZero()) // it ends without a look or a settle
+		r.mayHaveSent(!r.look.lateAt.IsZero()) // it ends without a look or a settle
 		r.note("%s", r.st.Reason)
 		return contract.Failed
 	}
-	r.claimed = true
-	r.firstPolicy = out.Policy.WithDefaults()
+	r.held.claimed = true
+	r.sending.firstPolicy = out.Policy.WithDefaults()
 	r.learnMessages(out.Messages)
 	if slices.ContainsFunc(out.SendKeys, func(k activities.SendKey) bool { return k.Key == r.st.CurrentKey }) {
 		// The ledger's last key is at least as new as the run's.
@@ -282,13 +282,13 @@ func (r *run) takeOver(why string) contract.State {
 	r.leaveOthers(r.st.Provider)
 	r.note("took the event over: keys %s, carrying on with %s", strings.Join(r.st.KeysUsed, ", "), r.st.CurrentKey)
 	// The current key's window counts from its first attempt in any run.
-	r.sendStart = time.Time{}
+	r.sending.start = time.Time{}
 	for _, k := range out.SendKeys {
 		if k.Key == r.st.CurrentKey {
-			r.sendStart = k.FirstAttemptAt
+			r.sending.start = k.FirstAttemptAt
 		}
 	}
-	if !r.sendStart.IsZero() && !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget())) {
+	if !r.sending.start.IsZero() && !workflow.Now(r.ctx).Before(r.sending.start.Add(r.policy.SendBudget())) {
 		return contract.Reconciling
 	}
 	return contract.Sending
@@ -301,8 +301,8 @@ func (r *run) uncertainSince(since time.Time) {
 	if since.IsZero() {
 		return
 	}
-	if at := since.Add(r.policy.LateEffectHorizon); at.After(r.recheckAt) {
-		r.recheckAt, r.rechecked = at, false
+	if at := since.Add(r.policy.LateEffectHorizon); at.After(r.look.lateAt) {
+		r.look.lateAt, r.look.lateDone = at, false
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 func (r *run) reconcile() (contract.State, bool) {
 	out, err := r.lookup(r.provKeys())
 	if err != nil {
-		r.reconcileFailed = true
+		r.look.last = searchFailed
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: the provider's records could not be searched (%s); the run searches again every %s, and a resend waits for a search that succeeds unless forced",
 			errorMessage(err), r.policy.ReconcileRetry)
 		r.note("%s", r.st.Reason)
@@ -40,7 +40,10 @@ func (r *run) reconcile() (contract.State, bool) {
 func (r *run) searched(out activities.ReconcileOutput) {
 	// Nothing to find where nothing can have been sent; a message of
 	// ours the provider cannot find is one whose fate is unknown.
-	r.reconcileFailed, r.unsearchable = false, cannotSpeak(out)
+	r.look.last = searchSpoke
+	if cannotSpeak(out) {
+		r.look.last = searchMute
+	}
 	for _, id := range out.Vanished {
 		r.addMessageAt(id, r.st.Provider)
 	}
@@ -74,8 +77,8 @@ func (r *run) explainNotFound(out activities.ReconcileOutput) {
 	default:
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s cannot be searched without a message id", r.st.Provider)
 	}
-	if r.lastSend != "" {
-		r.st.Reason += "; last answer: " + r.lastSend
+	if r.sending.last != "" {
+		r.st.Reason += "; last answer: " + r.sending.last
 	}
 	r.note("%s", r.st.Reason)
 }
@@ -97,10 +100,10 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 			firstAlive = m.ID
 		}
 	}
-	if s, ok := status[r.primary]; firstAlive != "" && (!ok || s.Failed()) {
-		r.primary = firstAlive // follow a live message, not a failed one
+	if s, ok := status[r.msgs.primary]; firstAlive != "" && (!ok || s.Failed()) {
+		r.msgs.primary = firstAlive // follow a live message, not a failed one
 	}
-	if s, ok := status[r.primary]; ok {
+	if s, ok := status[r.msgs.primary]; ok {
 		r.st.DeliveryStatus = string(s)
 	} else if len(out.Messages) > 0 {
 		r.st.DeliveryStatus = string(out.Messages[0].Status)
@@ -121,11 +124,11 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 // addMessageAt records a message id and the provider that gave it.
 func (r *run) addMessageAt(id, p string) {
 	r.addMessage(id)
-	if r.idAt == nil {
-		r.idAt = map[string]string{}
+	if r.msgs.idAt == nil {
+		r.msgs.idAt = map[string]string{}
 	}
-	if _, ok := r.idAt[id]; !ok {
-		r.idAt[id] = canonical(p)
+	if _, ok := r.msgs.idAt[id]; !ok {
+		r.msgs.idAt[id] = canonical(p)
 	}
 }
 
@@ -133,7 +136,7 @@ func (r *run) addMessageAt(id, p string) {
 func (r *run) knownIDs(p string) []string {
 	var out []string
 	for _, id := range r.st.MessageIDs {
-		if at, ok := r.idAt[id]; !ok || at == canonical(p) {
+		if at, ok := r.msgs.idAt[id]; !ok || at == canonical(p) {
 			out = append(out, id)
 		}
 	}
@@ -145,21 +148,21 @@ func (r *run) knownIDs(p string) []string {
 // under any of its keys and at any provider, means the phone may get
 // the SMS twice: a proven duplicate, reported as such.
 func (r *run) seen(id string, s provider.Status) {
-	if r.observed == nil {
-		r.observed = map[string]bool{}
+	if r.msgs.observed == nil {
+		r.msgs.observed = map[string]bool{}
 	}
-	r.observed[id] = true
-	i := slices.Index(r.live, id)
+	r.msgs.observed[id] = true
+	i := slices.Index(r.msgs.live, id)
 	switch {
 	case s.Failed() && i >= 0:
-		r.live = slices.Delete(r.live, i, i+1)
+		r.msgs.live = slices.Delete(r.msgs.live, i, i+1)
 	case !s.Failed() && i < 0:
-		r.live = append(r.live, id)
+		r.msgs.live = append(r.msgs.live, id)
 	}
-	if len(r.live) > 1 && !r.st.DuplicateSend {
+	if len(r.msgs.live) > 1 && !r.st.DuplicateSend {
 		r.st.DuplicateSend = true
 		r.note("proven duplicate send: %d messages of the event are alive (%s) under the keys %s; a person decides whether to tell the customer",
-			len(r.live), strings.Join(r.live, ", "), strings.Join(r.st.KeysUsed, ", "))
+			len(r.msgs.live), strings.Join(r.msgs.live, ", "), strings.Join(r.st.KeysUsed, ", "))
 	}
 }
 
@@ -170,7 +173,7 @@ func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 	out, err := r.lookup(keys)
 	if err != nil {
 		r.note("could not search %s's records for a second message: %s", r.st.Provider, errorMessage(err))
-		r.reconcileFailed = true // the look is owed: the result says so if it stays so
+		r.look.last = searchFailed // the look is owed: the result says so if it stays so
 		return false, false
 	}
 	r.searched(out)
@@ -181,16 +184,16 @@ func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 // recheck looks for a second message under every key once the
 // uncertain attempts can no longer take effect.
 func (r *run) recheck(why string) (alive bool) {
-	r.rechecked = true
+	r.look.lateDone = true
 	r.note("%s: an attempt without a certain answer could take effect until %s; looking for a second message under %s",
-		why, r.recheckAt.UTC().Format(time.RFC3339), strings.Join(r.provKeys(), ", "))
+		why, r.look.lateAt.UTC().Format(time.RFC3339), strings.Join(r.provKeys(), ", "))
 	_, alive = r.lookForDuplicates(r.provKeys())
 	return alive
 }
 
 // recheckPending reports a late look that is still due.
 func (r *run) recheckPending() bool {
-	return !r.recheckAt.IsZero() && !r.rechecked
+	return !r.look.lateAt.IsZero() && !r.look.lateDone
 }
 
 // lookup searches the provider in use for keys.
@@ -209,7 +212,7 @@ func (r *run) lookupAt(p string, keys []string) (activities.ReconcileOutput, err
 	ctx := workflow.WithActivityOptions(r.ctx, opts)
 	var out activities.ReconcileOutput
 	err := workflow.ExecuteActivity(ctx, a.Reconcile, activities.ReconcileInput{
-		EventKey: r.in.Key, Provider: p, Keys: keys, KnownIDs: r.knownIDs(p), Since: r.eventStart, LedgerID: r.ledgerID,
+		EventKey: r.in.Key, Provider: p, Keys: keys, KnownIDs: r.knownIDs(p), Since: r.sending.eventStart, LedgerID: r.held.ledgerID,
 	}).Get(ctx, &out)
 	if err == nil {
 		for _, m := range out.Messages {
@@ -232,8 +235,8 @@ func (r *run) retryReconcile() (found bool) {
 	r.searched(out)
 	if r.adopt(out) {
 		r.note("a message of the event is alive: following it")
-		if r.deferred != nil {
-			r.note("the resend decided by %s is not needed: a message of the event is alive", r.deferred.By)
+		if r.dec.deferred != nil {
+			r.note("the resend decided by %s is not needed: a message of the event is alive", r.dec.deferred.By)
 			r.dropDeferred()
 		}
 		return true

@@ -41,82 +41,125 @@ type run struct {
 	st     contract.Status
 	log    log.Logger
 	policy activities.Policy
-	// req is the send in progress (or last made); sendStart is when its
-	// key was first tried, from which its replay window counts.
-	req       provider.Request
-	sendStart time.Time
+
+	// Each step changes the part of the state it owns; the others read
+	// it. What the run reports is r.st.
+	sending sendState     // the send in progress and its key's window: sending.go
+	msgs    messageState  // what the run knows of the event's messages: reconcile.go, track.go
+	look    lookState     // the searches of the providers' records: reconcile.go, finish.go
+	dec     decisionState // people's decisions: decisions.go
+	held    ledgerState   // the event's claim in the ledger: prepare.go
+}
+
+// sendState is the send in progress and its key's replay window.
+type sendState struct {
+	// req is the send in progress (or last made); start is when its key
+	// was first tried, from which its replay window counts.
+	req   provider.Request
+	start time.Time
 	// eventStart is the first send start of the event, under any key: the
 	// provider's records are searched from it.
 	eventStart time.Time
-	// claimed is true once this run holds the event in the ledger; only
-	// then may it settle it (a conflicting claim belongs to another message).
-	claimed bool
-	// lastSend explains the last attempt that did not succeed.
-	lastSend string
+	// last explains the last attempt that did not succeed.
+	last string
+	// notSentWindows counts the windows of the key that ended with no
+	// attempt begun (the send never left the task queue).
+	notSentWindows int
+	// sentUnder are the keys this run has run a Send activity for: a
+	// later Send of the same key numbers its ledger rows after the ones
+	// the run already holds, so no attempt's record is overwritten.
+	sentUnder map[string]bool
+	// firstPolicy is the policy of the event's first provider, for a run
+	// that resumes a key there after another run moved the event.
+	firstPolicy activities.Policy
+}
+
+// messageState is what the run knows of the event's messages.
+type messageState struct {
 	// primary is the message the run follows: the one its own accepted
-	// attempt returned, or the first live one reconciliation found.
+	// attempt returned, or the first live one a search found.
 	primary string
-	// pending is a decision a person made that the run has not taken
-	// yet; applying is the one it took last, until it awaits again.
-	pending, applying *contract.Decision
-	resends           int
-	// decisionIDs are the ids of the decisions this run has applied, and
-	// of the signals it refused: none is acted on again.
-	decisionIDs map[string]bool
-
-	// recheckAt is when every attempt that ended without a certain answer
-	// can no longer take effect; zero when there is none. rechecked is
-	// true once the run looked for a second message after it.
-	recheckAt time.Time
-	rechecked bool
-	// reconcileFailed is true while the last search of the provider's
-	// records failed; unsearchable while the last one could not search
-	// them at all (no list endpoint, no message id). Either makes a
-	// resend past the window blind: it needs a forced decision.
-	reconcileFailed bool
-	unsearchable    bool
-	// deliveryFailed is true when the message the run follows is known to
-	// have failed: inside its window, a resend then needs no search.
-	deliveryFailed bool
-	// ledgerID is the ledger that claimed the event; every later activity
-	// refuses to work against another.
-	ledgerID string
-
-	// deferred is a resend a person decided (and was told was accepted)
-	// that waits for a search of the provider's records that succeeds.
-	deferred *contract.Decision
+	// primaryFailed: the message the run follows is known to have
+	// failed; inside its window, a resend then needs no search.
+	primaryFailed bool
 	// live are the ids of the event's messages last seen alive (accepted,
 	// not failed), under any key at any provider, in the order found.
 	live []string
 	// idAt is the provider that gave each message id: a search gives a
 	// provider only its own ids.
 	idAt map[string]string
-	// left are the providers the run moved away from, each due one late
-	// look before the run settles.
-	left []leftLook
-	// takeovers counts the times the run took the event over from
-	// another run of its workflow.
-	takeovers int
-	// notSentLoops counts the windows that ended with no attempt begun
-	// under the key (the send never left the task queue).
-	notSentLoops int
-	// firstPolicy is the policy of the event's first provider, for a run
-	// that resumes a key there after another run moved the event.
-	firstPolicy activities.Policy
-	// lastDeadline is the decision deadline of the last wait, which a
-	// deferred resend keeps: waiting for a search does not extend it.
-	lastDeadline, deferredUntil time.Time
-	// freshSearch is true while the search that just succeeded, and
-	// found no live message, is the one a deferred resend waited for.
-	freshSearch bool
-	// sentUnder are the keys this run has run a Send activity for: a
-	// later Send of the same key numbers its ledger rows after the ones
-	// the run already holds, so no attempt's record is overwritten.
-	sentUnder map[string]bool
-
 	// observed are the message ids whose status the run has seen (in an
 	// answer, a lookup or a search).
 	observed map[string]bool
+}
+
+// searchOutcome is what the last search of a provider's records said.
+type searchOutcome int
+
+const (
+	// searchSpoke: it succeeded and can rule a message in or out (or
+	// there was none yet).
+	searchSpoke searchOutcome = iota
+	// searchFailed: it failed; the run searches again while it waits.
+	searchFailed
+	// searchMute: it succeeded but cannot speak for the event (no list
+	// endpoint and no message id, or a message of ours vanished): a
+	// resend past the window would be blind and needs a forced decision.
+	searchMute
+)
+
+// lookState is what the run searched and still owes a search.
+type lookState struct {
+	// last is what the last search said; any but searchSpoke makes a
+	// resend past the window blind.
+	last searchOutcome
+	// lateAt is when every attempt that ended without a certain answer
+	// can no longer take effect (zero: there is none); lateDone is true
+	// once the run looked for a second message after it.
+	lateAt   time.Time
+	lateDone bool
+	// left are the providers the run moved away from, each due one late
+	// look before the run settles.
+	left []leftLook
+}
+
+// unresolved reports a last search that could not rule a message out.
+func (l lookState) unresolved() bool { return l.last != searchSpoke }
+
+// decisionState is what people decided and where the run is with it.
+type decisionState struct {
+	// pending is a decision a person made that the run has not taken
+	// yet; applying is the one it took last, until it awaits again.
+	pending, applying *contract.Decision
+	// resends counts the resend keys used.
+	resends int
+	// ids are the ids of the decisions this run has applied, and of the
+	// signals it refused: none is acted on again.
+	ids map[string]bool
+	// deferred is a resend a person decided (and was told was accepted)
+	// that waits for a search of the provider's records that succeeds,
+	// until deferredUntil, the deadline of the wait it was decided in.
+	deferred      *contract.Decision
+	deferredUntil time.Time
+	// lastDeadline is the decision deadline of the last wait.
+	lastDeadline time.Time
+	// freshSearch is true while the search that just succeeded, and
+	// found no live message, is the one a deferred resend waited for.
+	freshSearch bool
+}
+
+// ledgerState is the event's claim in the ledger.
+type ledgerState struct {
+	// claimed is true once this run holds the event in the ledger; only
+	// then may it settle it (a conflicting claim belongs to another
+	// message).
+	claimed bool
+	// ledgerID is the ledger that claimed the event; every later activity
+	// refuses to work against another.
+	ledgerID string
+	// takeovers counts the times the run took the event over from
+	// another run of its workflow.
+	takeovers int
 }
 
 // onQueue puts an activity of the provider in use on the provider's own
@@ -125,7 +168,7 @@ type run struct {
 func (r *run) onQueue(o workflow.ActivityOptions, priority int) workflow.ActivityOptions {
 	// The provider's name as Prepare made it canonical ("Sendy " is
 	// sendy): the workers poll the queues of the canonical names.
-	name := string(r.req.Provider)
+	name := string(r.sending.req.Provider)
 	if name == "" {
 		name = r.st.Provider
 	}
@@ -159,8 +202,8 @@ func (r *run) run() (contract.Result, error) {
 		contract.AwaitingDecision: r.await,
 	}
 	next := contract.Sending
-	if !r.sendStart.IsZero() && !workflow.Now(r.ctx).Before(r.sendStart.Add(r.policy.SendBudget())) {
-		r.note("an earlier run first tried %s at %s and its replay window has closed: reconciling before anything is sent", r.req.Key, r.sendStart.Format(time.RFC3339))
+	if !r.sending.start.IsZero() && !workflow.Now(r.ctx).Before(r.sending.start.Add(r.policy.SendBudget())) {
+		r.note("an earlier run first tried %s at %s and its replay window has closed: reconciling before anything is sent", r.sending.req.Key, r.sending.start.Format(time.RFC3339))
 		next = contract.Reconciling
 	}
 	for {

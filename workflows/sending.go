@@ -20,19 +20,19 @@ import (
 // answer the provider stored meanwhile is always collected.
 func (r *run) send() (contract.State, bool) {
 	now := workflow.Now(r.ctx)
-	if r.sendStart.IsZero() {
-		r.sendStart = now
+	if r.sending.start.IsZero() {
+		r.sending.start = now
 	}
-	if r.eventStart.IsZero() {
-		r.eventStart = r.sendStart
+	if r.sending.eventStart.IsZero() {
+		r.sending.eventStart = r.sending.start
 	}
-	deadline := r.sendStart.Add(r.policy.SendBudget())
+	deadline := r.sending.start.Add(r.policy.SendBudget())
 	remaining := deadline.Sub(now)
 	if remaining <= 0 {
-		r.note("the replay window of %s has closed: reconciling before anything is sent", r.req.Key)
+		r.note("the replay window of %s has closed: reconciling before anything is sent", r.sending.req.Key)
 		return contract.Reconciling, false
 	}
-	r.note("sending with key %s (retries until %s)", r.req.Key, now.Add(remaining).Format(time.RFC3339))
+	r.note("sending with key %s (retries until %s)", r.sending.req.Key, now.Add(remaining).Format(time.RFC3339))
 	lastAt := deadline.Add(-r.policy.LastAttemptLead())
 	var out activities.SendOutput
 	var err error
@@ -42,9 +42,9 @@ func (r *run) send() (contract.State, bool) {
 			return r.sent(out, err)
 		}
 		r.countFailed(err)
-		r.lastSend = errorMessage(err)
+		r.sending.last = errorMessage(err)
 		r.note("retries of %s ended without an answer that settles it (last: %s); one last attempt with the same key and bytes at %s collects any answer the provider stored meanwhile",
-			r.req.Key, r.lastSend, lastAt.UTC().Format(time.RFC3339))
+			r.sending.req.Key, r.sending.last, lastAt.UTC().Format(time.RFC3339))
 	}
 	if wait := lastAt.Sub(workflow.Now(r.ctx)); wait > 0 {
 		_ = workflow.Sleep(r.ctx, wait)
@@ -53,7 +53,7 @@ func (r *run) send() (contract.State, bool) {
 	// only after the window closed: then there is no last attempt.
 	left := deadline.Sub(workflow.Now(r.ctx))
 	if left <= 0 {
-		r.note("the replay window of %s (minus margin) ran out with the outcome unknown before its last attempt could start (no worker ran the run in time); last answer: %s", r.req.Key, r.lastSend)
+		r.note("the replay window of %s (minus margin) ran out with the outcome unknown before its last attempt could start (no worker ran the run in time); last answer: %s", r.sending.req.Key, r.sending.last)
 		return contract.Reconciling, false
 	}
 	return r.sent(r.sendAttempts(left+r.policy.AttemptTimeout+activities.AttemptSlack, 1, true))
@@ -81,14 +81,14 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (
 	// the queue, or its window turned out to be open): that activity's
 	// attempts restart at 1, and their rows must come after the ones the
 	// run already holds for the key.
-	after := last || r.sentUnder[r.req.Key]
-	if r.sentUnder == nil {
-		r.sentUnder = map[string]bool{}
+	after := last || r.sending.sentUnder[r.sending.req.Key]
+	if r.sending.sentUnder == nil {
+		r.sending.sentUnder = map[string]bool{}
 	}
-	r.sentUnder[r.req.Key] = true
+	r.sending.sentUnder[r.sending.req.Key] = true
 	var out activities.SendOutput
 	err := workflow.ExecuteActivity(ctx, a.Send, activities.SendInput{
-		EventKey: r.in.Key, Request: r.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay, LedgerID: r.ledgerID,
+		EventKey: r.in.Key, Request: r.sending.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay, LedgerID: r.held.ledgerID,
 		AfterRetries: after,
 	}).Get(ctx, &out)
 	return out, err
@@ -103,7 +103,7 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 			// The event's first accepted message: how long after the
 			// event's start a provider took it (a one-time code's SLO).
 			// Through the SDK's handler: not recorded again on replay.
-			workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": string(r.req.Provider)}).
+			workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": string(r.sending.req.Provider)}).
 				Timer(name.AcceptLatency).Record(workflow.Now(r.ctx).Sub(workflow.GetInfo(r.ctx).WorkflowStartTime))
 		}
 		if res.Outcome == provider.Replayed {
@@ -113,17 +113,17 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 			r.note("accepted as message %s on attempt %d", res.MessageID, out.Attempt)
 		}
 		r.addMessage(res.MessageID)
-		r.primary = res.MessageID
+		r.msgs.primary = res.MessageID
 		r.st.DeliveryStatus = string(res.Status)
 		r.addMessageAt(res.MessageID, r.st.Provider)
 		r.seen(res.MessageID, res.Status)
 		if out.Uncertain {
-			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.req.Key)
-			byKey, _ := r.lookForDuplicates([]string{r.req.Key})
+			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.sending.req.Key)
+			byKey, _ := r.lookForDuplicates([]string{r.sending.req.Key})
 			r.uncertainSince(out.UncertainSince)
 			if !byKey && res.Outcome == provider.Accepted {
 				r.possibleDuplicate(fmt.Sprintf("%s answered attempt %d with a new message (not a replay) after an attempt of %s without a certain answer; had that attempt taken effect without %s storing its answer, the phone got two messages, and %s cannot be searched by key to tell",
-					r.st.Provider, out.Attempt, r.req.Key, r.st.Provider, r.st.Provider))
+					r.st.Provider, out.Attempt, r.sending.req.Key, r.st.Provider, r.st.Provider))
 			}
 		}
 		return contract.Accepted, false
@@ -141,15 +141,15 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 			r.note("%s", appErr.Message())
 			// The ledger's clock closed the window: no further send, but
 			// its uncertain attempts still arm the late look.
-			r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
+			r.uncertainSince(r.recall(r.sending.req.Key).LastUncertainAt)
 			return contract.Reconciling, false
 		case activities.ErrFenced:
 			// What this run's own attempts left uncertain stands.
-			r.uncertainSince(r.recall(r.req.Key).LastUncertainAt)
+			r.uncertainSince(r.recall(r.sending.req.Key).LastUncertainAt)
 			return r.takeOver(appErr.Message()), false
 		}
 	}
-	r.lastSend = errorMessage(err)
+	r.sending.last = errorMessage(err)
 	return r.unsettled(), false
 }
 
@@ -166,34 +166,34 @@ const maxNotSentWindows = 3
 // run's; an attempt that may still take effect arms the late look, so
 // the run looks for its message before it settles, whatever else fails.
 func (r *run) unsettled() contract.State {
-	rec := r.recall(r.req.Key)
+	rec := r.recall(r.sending.req.Key)
 	r.uncertainSince(rec.LastUncertainAt)
 	if rec.Attempts == 0 {
-		r.notSentLoops++
-		r.sendStart = time.Time{}
-		if r.notSentLoops >= maxNotSentWindows {
-			r.unsearchable, r.reconcileFailed = false, false
+		r.sending.notSentWindows++
+		r.sending.start = time.Time{}
+		if r.sending.notSentWindows >= maxNotSentWindows {
+			r.look.last = searchSpoke
 			r.st.Reason = fmt.Sprintf("not sent: no attempt under %s ever began in %d tries of its window (the send waited in the task queue: %s); nothing reached %s, so a plain resend is safe, or cancel",
-				r.req.Key, r.notSentLoops, r.lastSend, r.st.Provider)
+				r.sending.req.Key, r.sending.notSentWindows, r.sending.last, r.st.Provider)
 			r.note("%s", r.st.Reason)
 			return contract.AwaitingDecision
 		}
 		r.note("no attempt under %s began (last: %s): the send never left the task queue, so nothing reached %s; sending again, its replay window counted from its first attempt",
-			r.req.Key, r.lastSend, r.st.Provider)
+			r.sending.req.Key, r.sending.last, r.st.Provider)
 		return contract.Sending
 	}
-	r.notSentLoops = 0
-	if rec.FirstAttemptAt.After(r.sendStart) {
+	r.sending.notSentWindows = 0
+	if rec.FirstAttemptAt.After(r.sending.start) {
 		// The provider's window for the key began with its first attempt,
 		// not when the run first asked for one.
-		r.sendStart = rec.FirstAttemptAt
+		r.sending.start = rec.FirstAttemptAt
 	}
-	if left := r.sendStart.Add(r.policy.SendBudget()).Sub(workflow.Now(r.ctx)); left > r.policy.AttemptTimeout+activities.AttemptSlack {
+	if left := r.sending.start.Add(r.policy.SendBudget()).Sub(workflow.Now(r.ctx)); left > r.policy.AttemptTimeout+activities.AttemptSlack {
 		r.note("the send of %s ended with the outcome unknown (%s), but its replay window, counted from its first attempt at %s, is open until %s: trying again with the same key and bytes",
-			r.req.Key, r.lastSend, r.sendStart.UTC().Format(time.RFC3339), r.sendStart.Add(r.policy.SendBudget()).UTC().Format(time.RFC3339))
+			r.sending.req.Key, r.sending.last, r.sending.start.UTC().Format(time.RFC3339), r.sending.start.Add(r.policy.SendBudget()).UTC().Format(time.RFC3339))
 		return contract.Sending
 	}
-	r.note("the replay window of %s (minus margin) ran out with the outcome unknown; last answer: %s", r.req.Key, r.lastSend)
+	r.note("the replay window of %s (minus margin) ran out with the outcome unknown; last answer: %s", r.sending.req.Key, r.sending.last)
 	return contract.Reconciling
 }
 
@@ -207,13 +207,13 @@ func (r *run) unsettled() contract.State {
 // another run of its workflow (the one a reset replaced) may have been
 // accepted where this one is refused.
 func (r *run) rejected(reason string) contract.State {
-	rec := r.recall(r.req.Key)
+	rec := r.recall(r.sending.req.Key)
 	r.uncertainSince(rec.LastUncertainAt)
 	r.learnMessages(rec.Messages)
 	held := 0 // ids the ledger holds whose status the run never saw
-	if len(r.live) == 0 {
+	if len(r.msgs.live) == 0 {
 		for _, m := range rec.Messages {
-			if !r.observed[m.ID] {
+			if !r.msgs.observed[m.ID] {
 				held++
 			}
 		}
@@ -230,7 +230,7 @@ func (r *run) rejected(reason string) contract.State {
 	out, err := r.lateLook()
 	switch {
 	case err != nil:
-		r.reconcileFailed = true
+		r.look.last = searchFailed
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and the search of %s's records failed (%s); the run searches again every %s",
 			reason, r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
 		r.note("%s", r.st.Reason)
@@ -238,7 +238,7 @@ func (r *run) rejected(reason string) contract.State {
 	case r.adopt(out):
 		r.note("a message of the event is alive after all: following it")
 		return contract.Accepted
-	case r.unsearchable:
+	case r.look.last == searchMute:
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and %s", reason, out.How)
 		r.note("%s", r.st.Reason)
 		return contract.AwaitingDecision
@@ -256,11 +256,11 @@ func (r *run) rejected(reason string) contract.State {
 // then searches the provider's records for every key: the look that
 // counts as the late one.
 func (r *run) lateLook() (activities.ReconcileOutput, error) {
-	if wait := r.recheckAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-		r.note("waiting until %s: an attempt without a certain answer could take effect until then", r.recheckAt.UTC().Format(time.RFC3339))
+	if wait := r.look.lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+		r.note("waiting until %s: an attempt without a certain answer could take effect until then", r.look.lateAt.UTC().Format(time.RFC3339))
 		_ = workflow.Sleep(r.ctx, wait)
 	}
-	r.rechecked = true
+	r.look.lateDone = true
 	out, err := r.lookup(r.provKeys())
 	if err == nil {
 		r.note("reconciled: %s", out.How)

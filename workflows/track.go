@@ -17,7 +17,7 @@ import (
 // track follows the delivery status of the accepted message until it is
 // final or the tracking limit passes.
 func (r *run) track() (contract.State, bool) {
-	id := r.primary
+	id := r.msgs.primary
 	limit := workflow.Now(r.ctx).Add(r.policy.TrackingLimit)
 	interval := r.policy.StatusPollInitial
 	// The answer that accepted the message (a replay carries the
@@ -35,28 +35,10 @@ func (r *run) track() (contract.State, bool) {
 			// run has while it tracks delivery.
 			return contract.Unconfirmed, false
 		}
-		wait := min(interval, left)
-		if r.recheckPending() {
-			wait = max(min(wait, r.recheckAt.Sub(workflow.Now(r.ctx))), 0)
-		}
-		var m provider.Message
-		var err error
-		if first && !r.policy.LookupsPaced && !r.recheckPending() && left-wait >= time.Second {
-			// The wait is the lookup activity's first attempt: no timer,
-			// and no workflow task before the first lookup. The lookups
-			// keep their schedule (wait, then the doubled intervals).
-			m, err = r.lookUntilFinal(id, limit, interval, wait)
-			interval = min(2*interval, r.policy.StatusPollMax)
-		} else {
-			_ = workflow.Sleep(r.ctx, wait)
-			if r.recheckPending() && !workflow.Now(r.ctx).Before(r.recheckAt) {
-				r.recheck("while tracking delivery")
-			}
-			interval = min(2*interval, r.policy.StatusPollMax)
-			if limit.Sub(workflow.Now(r.ctx)) < time.Second {
-				continue // the limit is reached: the loop's start ends the run
-			}
-			m, err = r.lookUntilFinal(id, limit, interval, 0)
+		m, looked, err := r.nextLookup(id, limit, interval, first)
+		interval = min(2*interval, r.policy.StatusPollMax)
+		if !looked {
+			continue // the limit is reached: the loop's start ends the run
 		}
 		if err != nil {
 			if !notFinalYet(err) {
@@ -74,6 +56,32 @@ func (r *run) track() (contract.State, bool) {
 	}
 }
 
+// nextLookup waits up to interval (less where the late look is due
+// sooner) and looks message id up until its status is final, the limit,
+// or the late look. The first wait of a run whose provider's lookups are
+// not paced is the lookup activity's own first attempt: no timer, and no
+// workflow task before the first lookup; the lookups keep their schedule
+// (wait, then the doubled intervals). looked is false when the limit
+// came first.
+func (r *run) nextLookup(id string, limit time.Time, interval time.Duration, first bool) (m provider.Message, looked bool, err error) {
+	wait := min(interval, limit.Sub(workflow.Now(r.ctx)))
+	if r.recheckPending() {
+		wait = max(min(wait, r.look.lateAt.Sub(workflow.Now(r.ctx))), 0)
+	} else if first && !r.policy.LookupsPaced && limit.Sub(workflow.Now(r.ctx))-wait >= time.Second {
+		m, err = r.lookUntilFinal(id, limit, interval, wait)
+		return m, true, err
+	}
+	_ = workflow.Sleep(r.ctx, wait)
+	if r.recheckPending() && !workflow.Now(r.ctx).Before(r.look.lateAt) {
+		r.recheck("while tracking delivery")
+	}
+	if limit.Sub(workflow.Now(r.ctx)) < time.Second {
+		return m, false, nil
+	}
+	m, err = r.lookUntilFinal(id, limit, min(2*interval, r.policy.StatusPollMax), 0)
+	return m, true, err
+}
+
 // finalStatus reads a final status of the message the run follows: the
 // next state, and whether there is one.
 func (r *run) finalStatus(id string, s provider.Status) (contract.State, bool) {
@@ -87,11 +95,11 @@ func (r *run) finalStatus(id string, s provider.Status) (contract.State, bool) {
 			// Another message of the event is alive (a duplicate the run
 			// already reported): the phone may well get it, and a resend
 			// would make one more. Follow it instead.
-			r.primary, r.st.DeliveryStatus = other, ""
+			r.msgs.primary, r.st.DeliveryStatus = other, ""
 			r.note("message %s ended %s, but message %s of the event is alive: following it instead of asking for a resend", id, s, other)
 			return contract.Accepted, true
 		}
-		r.deliveryFailed = true
+		r.msgs.primaryFailed = true
 		r.st.Reason = fmt.Sprintf("message %s ended %s: a resend is a new message under a new key", id, s)
 		return contract.AwaitingDecision, true
 	}
@@ -111,7 +119,7 @@ func (r *run) lookUntilFinal(id string, limit time.Time, interval, firstWait tim
 	now := workflow.Now(r.ctx)
 	budget := limit.Sub(now)
 	if r.recheckPending() {
-		if d := r.recheckAt.Sub(now); d > 0 && d < budget {
+		if d := r.look.lateAt.Sub(now); d > 0 && d < budget {
 			budget = d
 		}
 	}
@@ -154,8 +162,8 @@ func (r *run) lastStatus(err error) {
 // liveHere is the first message of the event last seen alive at the
 // provider in use, whose status the run can look up; "" if none.
 func (r *run) liveHere() string {
-	for _, id := range r.live {
-		if at, ok := r.idAt[id]; !ok || at == canonical(r.st.Provider) {
+	for _, id := range r.msgs.live {
+		if at, ok := r.msgs.idAt[id]; !ok || at == canonical(r.st.Provider) {
 			return id
 		}
 	}
