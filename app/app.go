@@ -83,6 +83,9 @@ type App struct {
 }
 
 // Start brings the process up; on error everything started is stopped.
+// Its steps: the listeners that report on the process, the connection to
+// Temporal (through the embedded stack in dev, server-only and ui-only
+// modes), the send ledger, and the workers with the intake beside them.
 func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -100,29 +103,58 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 		}
 		return nil
 	})
-	if cfg.HealthAddress != Off {
-		if err := a.serveHealth(); err != nil {
+	if err := a.serveReports(); err != nil {
+		return nil, err
+	}
+	if err := a.connect(ctx); err != nil {
+		return nil, err
+	}
+	// A server-only or ui-only process has nothing more to start.
+	if !cfg.ServerOnly && !cfg.UIOnly {
+		if err := a.openLedger(ctx); err != nil {
+			return nil, err
+		}
+		if err := a.startWork(); err != nil {
 			return nil, err
 		}
 	}
+	a.started.Store(true)
+	return a, nil
+}
 
-	if cfg.MetricsAddress != Off {
+// serveReports starts the listeners that report on the process: health,
+// metrics, and the codec server (first, so the embedded UI can be wired
+// to it).
+func (a *App) serveReports() error {
+	if a.Config.HealthAddress != Off {
+		if err := a.serveHealth(); err != nil {
+			return err
+		}
+	}
+	if a.Config.MetricsAddress != Off {
 		if err := a.serveMetrics(); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	// The codec server listens first, so the embedded UI can be wired to it.
-	if cfg.CodecServerAddress != Off {
-		if err := a.serveCodec(); err != nil {
-			return nil, err
-		}
+	if a.Config.CodecServerAddress != Off {
+		return a.serveCodec()
 	}
+	return nil
+}
+
+// connect starts the embedded stack where the mode has one and connects
+// the client to Temporal; outside the embedded stack it registers the
+// search attributes, without which every state change would fail the
+// run's task. Readiness asks the frontend (and the embedded UI of a
+// server-only or ui-only process).
+func (a *App) connect(ctx context.Context) error {
+	cfg := a.Config
 	embedded := cfg.Dev || cfg.ServerOnly || cfg.UIOnly
 	settings := clientopts.Settings{Env: envconfig.EnvLookupOS}
 	if embedded {
-		a.Stack, err = startEmbedded(ctx, cfg, log, a.uiCodecEndpoint())
-		if err != nil {
-			return nil, err
+		var err error
+		if a.Stack, err = startEmbedded(ctx, cfg, a.Log, a.uiCodecEndpoint()); err != nil {
+			return err
 		}
 		a.Namespace = a.Stack.Namespace()
 		a.uiURL.Store(a.Stack.UIURL())
@@ -131,31 +163,31 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 			settings = clientopts.Settings{Env: envconfig.EnvLookupOS, Address: cfg.UIFrontend, Namespace: a.Namespace}
 		}
 	}
-	err = a.dial(ctx, settings)
+	err := a.dial(ctx, settings)
 	if err == nil && !embedded {
-		// Without them every state change would fail the run's task.
 		err = contract.RegisterSearchAttributes(ctx, a.Client, a.Namespace)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal: %w", err)
+		return fmt.Errorf("connect to Temporal: %w", err)
 	}
 	a.client.Store(a.Client)
-	// Readiness asks the frontend; a server-only or ui-only process has
-	// nothing more to start (the UI is asked too).
 	a.health.add("temporal", a.temporalReachable)
 	if cfg.ServerOnly || cfg.UIOnly {
 		if u := a.Stack.UIURL(); u != "" {
 			a.health.add("web UI", func(ctx context.Context) error { return HealthCheck(ctx, u+"/") })
 		}
-		a.started.Store(true)
-		return a, nil
 	}
+	return nil
+}
 
-	// The recipients and texts are sealed with the payload keys, and
-	// removed after the retention.
-	a.Ledger, err = ledger.Open(ctx, cfg.LedgerPath, ledger.WithKeys(cfg.Codec))
-	if err != nil {
-		return nil, err
+// openLedger opens the send ledger, where the recipients and texts are
+// sealed with the payload keys and removed after the retention (a purge
+// in the background), and says what protects the payloads.
+func (a *App) openLedger(ctx context.Context) error {
+	cfg, log := a.Config, a.Log
+	var err error
+	if a.Ledger, err = ledger.Open(ctx, cfg.LedgerPath, ledger.WithKeys(cfg.Codec)); err != nil {
+		return err
 	}
 	purgeCtx, stopPurge := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopPurge = stopPurge
@@ -181,25 +213,29 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (_ *App, err error)
 	if _, sqlite := a.Ledger.(*ledger.SQLite); sqlite && !cfg.Dev {
 		log.Warn("the SQLite ledger serves one host only: every worker that runs this task queue must use the same ledger, or its activities refuse the events another ledger claimed; give a fleet --ledger postgres://… (or " + EnvLedger + ")")
 	}
+	return nil
+}
+
+// startWork starts the workers, with the providers' clients, and the
+// HTTP intake beside them.
+func (a *App) startWork() error {
+	cfg := a.Config
 	providers, err := a.providers()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	a.Activities = &activities.Activities{Providers: providers, Policies: pacedLookups(cfg.Policies, cfg.RateLimits), Ledger: a.Ledger, Logger: log.Named("activities")}
+	a.Activities = &activities.Activities{Providers: providers, Policies: pacedLookups(cfg.Policies, cfg.RateLimits), Ledger: a.Ledger, Logger: a.Log.Named("activities")}
 	tuning := cfg.Tuning()
 	if err := tuning.Apply(); err != nil {
-		return nil, err
+		return err
 	}
 	if a.workers, err = StartWorkers(a.Client, contract.TaskQueue, a.Activities, cfg.queueLimits(), tuning); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.IntakeAddress != Off {
-		if err := a.serveIntake(); err != nil {
-			return nil, err
-		}
+		return a.serveIntake()
 	}
-	a.started.Store(true)
-	return a, nil
+	return nil
 }
 
 // temporalReachable asks the frontend's health service.

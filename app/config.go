@@ -311,8 +311,28 @@ func (c Config) Tuning() Tuning {
 	return Tuning{StopTimeout: c.StopTimeout, StickyCacheSize: c.StickyCacheSize, WorkflowPollers: c.WorkflowPollers, ActivityPollers: c.ActivityPollers}
 }
 
-// Validate reports a broken configuration before anything starts.
+// Validate reports a broken configuration before anything starts: the
+// mode, then what the mode runs (a server-only process checks less, a
+// ui-only one its UI, a worker its payloads, ledger, providers, limits
+// and intake).
 func (c Config) Validate() error {
+	if err := c.validateMode(); err != nil {
+		return err
+	}
+	switch {
+	case c.ServerOnly:
+		// The dev stack checks its own settings.
+		return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS())
+	case c.UIOnly:
+		return errors.Join(c.validateUIOnly(), c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets())
+	}
+	return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS(),
+		c.validateWorker(), c.validateProviders(), c.validateLimits(), c.validateIntake())
+}
+
+// validateMode checks that at most one mode is asked for, and that this
+// build has the embedded stack the mode needs.
+func (c Config) validateMode() error {
 	roles := 0
 	for _, on := range []bool{c.Dev, c.ServerOnly, c.UIOnly} {
 		if on {
@@ -325,21 +345,25 @@ func (c Config) Validate() error {
 	if roles == 1 && !embeddedBuilt {
 		return errors.New(noEmbedded)
 	}
-	if c.ServerOnly {
-		// The dev stack checks its own settings.
-		return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS())
+	return nil
+}
+
+// validateUIOnly checks what a ui-only process serves and reaches.
+func (c Config) validateUIOnly() error {
+	var errs []error
+	if c.UIAddress == Off {
+		errs = append(errs, errors.New("--ui-only serves the web UI: give its address with --ui, like 0.0.0.0:8233 in a container"))
 	}
-	if c.UIOnly {
-		var errs []error
-		if c.UIAddress == Off {
-			errs = append(errs, errors.New("--ui-only serves the web UI: give its address with --ui, like 0.0.0.0:8233 in a container"))
-		}
-		if _, _, err := net.SplitHostPort(c.UIFrontend); err != nil {
-			errs = append(errs, fmt.Errorf("the web UI's Temporal frontend %q is not HOST:PORT: set TEMPORAL_ADDRESS like temporal:7233", c.UIFrontend))
-		}
-		return errors.Join(append(errs, c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets())...)
+	if _, _, err := net.SplitHostPort(c.UIFrontend); err != nil {
+		errs = append(errs, fmt.Errorf("the web UI's Temporal frontend %q is not HOST:PORT: set TEMPORAL_ADDRESS like temporal:7233", c.UIFrontend))
 	}
-	errs := []error{c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS()}
+	return errors.Join(errs...)
+}
+
+// validateWorker checks a worker's ledger, payloads and embedded server
+// settings.
+func (c Config) validateWorker() error {
+	var errs []error
 	if c.LedgerRetention < 0 {
 		errs = append(errs, fmt.Errorf("--ledger-retention %s is negative: give how long the ledger keeps a settled event's recipient and text, like 720h, or 0 for the namespace's retention", c.LedgerRetention))
 	}
@@ -349,32 +373,45 @@ func (c Config) Validate() error {
 	if c.TemporalDB != "" && !c.Dev {
 		errs = append(errs, fmt.Errorf("--temporal-db (or %s) is the embedded Temporal server's database: use it with --dev or --server-only; a worker reaches an existing cluster through TEMPORAL_ADDRESS", EnvTemporalDB))
 	}
+	return errors.Join(errs...)
+}
+
+// validateProviders checks each provider's policy, and that a worker
+// outside the simulator has a provider with its secret.
+func (c Config) validateProviders() error {
+	var errs []error
 	for _, p := range provider.Names {
 		if err := c.Policies[p].Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s policy: %w", p, err))
 		}
 	}
-	if !c.simulated() {
-		if c.Bird.BaseURL == "" && c.Sendy.BaseURL == "" {
-			errs = append(errs, errors.New("no provider is configured: set --bird-url (with --bird-workspace, --bird-channel and BIRD_ACCESS_KEY) and/or --sendy-url (with SENDY_TOKEN), or run with --dev to use the simulator"))
-		}
-		if c.Bird.BaseURL != "" && c.Bird.AccessKey == "" {
-			errs = append(errs, fmt.Errorf("bird is configured but %s is empty: export it from your Bird workspace's access keys", EnvBirdAccessKey))
-		}
-		if c.Sendy.BaseURL != "" && c.Sendy.Token == "" {
-			errs = append(errs, fmt.Errorf("sendy is configured but %s is empty: export the API token", EnvSendyToken))
-		}
+	if c.simulated() {
+		return errors.Join(errs...)
 	}
+	if c.Bird.BaseURL == "" && c.Sendy.BaseURL == "" {
+		errs = append(errs, errors.New("no provider is configured: set --bird-url (with --bird-workspace, --bird-channel and BIRD_ACCESS_KEY) and/or --sendy-url (with SENDY_TOKEN), or run with --dev to use the simulator"))
+	}
+	if c.Bird.BaseURL != "" && c.Bird.AccessKey == "" {
+		errs = append(errs, fmt.Errorf("bird is configured but %s is empty: export it from your Bird workspace's access keys", EnvBirdAccessKey))
+	}
+	if c.Sendy.BaseURL != "" && c.Sendy.Token == "" {
+		errs = append(errs, fmt.Errorf("sendy is configured but %s is empty: export the API token", EnvSendyToken))
+	}
+	return errors.Join(errs...)
+}
+
+// validateLimits checks the partitions and that each provider's rate
+// limit leaves room on them.
+func (c Config) validateLimits() error {
 	if c.TaskQueuePartitions < 0 {
-		errs = append(errs, fmt.Errorf("--task-queue-partitions %d: give the partitions of a task queue on your Temporal server (matching.numTaskqueueReadPartitions, 4 unless set; 1 on the server of this project)", c.TaskQueuePartitions))
-	} else {
-		for _, p := range provider.Names {
-			if _, err := c.queueLimits().Rate(p); err != nil {
-				errs = append(errs, fmt.Errorf("--%s-rate-limit: %w", p, err))
-			}
+		return fmt.Errorf("--task-queue-partitions %d: give the partitions of a task queue on your Temporal server (matching.numTaskqueueReadPartitions, 4 unless set; 1 on the server of this project)", c.TaskQueuePartitions)
+	}
+	var errs []error
+	for _, p := range provider.Names {
+		if _, err := c.queueLimits().Rate(p); err != nil {
+			errs = append(errs, fmt.Errorf("--%s-rate-limit: %w", p, err))
 		}
 	}
-	errs = append(errs, c.validateIntake())
 	return errors.Join(errs...)
 }
 
