@@ -213,9 +213,12 @@ func (r *run) await() (contract.State, bool) {
 		if left <= 0 {
 			return r.noDecision(), false
 		}
-		retry := r.look.last == searchFailed && left > r.policy.ReconcileRetry
+		// While the last search failed the run searches again every
+		// ReconcileRetry, and once more at the deadline: a resend that
+		// waits for a search gets one before the wait ends.
+		retry := r.look.last == searchFailed
 		if retry {
-			left = r.policy.ReconcileRetry
+			left = min(left, r.policy.ReconcileRetry)
 		}
 		if ok, _ := workflow.AwaitWithTimeout(r.ctx, left, decided); ok {
 			break
@@ -260,14 +263,20 @@ func (r *run) searchWhileWaiting() (next contract.State, done bool) {
 		}
 		return r.decidedWhileFound(), true
 	}
-	if r.dec.pending != nil || r.dec.deferred == nil || r.look.last == searchFailed {
+	if r.look.last == searchFailed {
 		return "", false
 	}
-	// The search the acknowledged resend waited for succeeded and found
-	// no live message: it is the resend's search.
-	r.dec.pending, r.dec.deferred = r.dec.deferred, nil
-	r.dec.freshSearch = r.look.last != searchMute && !r.recheckPending()
-	r.note("carrying out the resend decided by %s now that a search of %s's records succeeded", r.dec.pending.By, r.st.Provider)
+	if r.dec.pending == nil && r.dec.deferred != nil {
+		// The search the acknowledged resend waited for succeeded and
+		// found no live message: it is the resend's search.
+		r.dec.pending, r.dec.deferred = r.dec.deferred, nil
+		r.note("carrying out the resend decided by %s now that a search of %s's records succeeded", r.dec.pending.By, r.st.Provider)
+	}
+	if r.dec.pending != nil {
+		// A decision taken while this search ran (or the resend that
+		// waited for it) goes on from it: a resend needs no other.
+		r.dec.freshSearch = r.look.last != searchMute && !r.recheckPending()
+	}
 	return "", false
 }
 
@@ -408,12 +417,10 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 	default:
 		r.look.last = searchFailed
 		// Acknowledged, so kept: carried out once a search succeeds,
-		// before the deadline of the wait it was decided in (one it
-		// waited for already keeps its own).
-		r.dec.deferred = &d
-		if r.dec.deferredUntil.IsZero() {
-			r.dec.deferredUntil = r.dec.lastDeadline
-		}
+		// before the deadline of the wait it was taken in (for a resend
+		// that waited already and is being carried out, that wait's
+		// deadline was its own: waiting does not extend it).
+		r.dec.deferred, r.dec.deferredUntil = &d, r.dec.lastDeadline
 		r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s and then carries the resend out unless a message of the event is found; decide again to replace it, resend with \"force\": true to send without a search, or cancel",
 			d.By, errorMessage(err), r.policy.ReconcileRetry)
 		r.note("%s", r.st.Reason)
@@ -454,7 +461,6 @@ func (r *run) planResend(d contract.Decision, target string) (key keys.Key, move
 
 // recordResend records a resend about to be sent under key.
 func (r *run) recordResend(d contract.Decision, key keys.Key, moved string, basis string, blind string) {
-	r.dec.deferredUntil = time.Time{} // carried out: a later resend waits by its own deadline
 	r.dec.resends++
 	r.st.ResendKeys = append(r.st.ResendKeys, string(key))
 	if blind != "" {
