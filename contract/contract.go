@@ -303,10 +303,114 @@ const (
 	BasisUnreconciled = "unreconciled"
 )
 
-// Entry is one line of a run's timeline.
+// Entry is one line of a run's timeline: when, what kind of line it is,
+// and its text for a person. Tests, smsctl and other tools match the
+// kind; the text is prose and may be reworded.
 type Entry struct {
-	At   time.Time `json:"at"`
+	At time.Time `json:"at"`
+	// Kind is one of EntryKinds; empty in entries of runs that started
+	// before kinds existed.
+	Kind EntryKind `json:"kind,omitempty"`
 	Text string    `json:"text"`
+}
+
+// EntryKind says what a timeline entry is about, as a short code beside
+// its text. The set is closed: every entry a run adds has one of
+// EntryKinds.
+type EntryKind string
+
+// The kinds of timeline entries.
+const (
+	// KindSending: a send under a key begins, or goes on under the same
+	// key and bytes (its retries, the last attempt after them, another
+	// try while its replay window is open).
+	KindSending EntryKind = "sending"
+	// KindAccepted: the provider accepted the message, or answered an
+	// attempt from its replay store with it.
+	KindAccepted EntryKind = "accepted"
+	// KindRejected: the provider rejected the request; not retried.
+	KindRejected EntryKind = "rejected"
+	// KindSendUnknown: a send ended without an answer that settles it
+	// (its replay window ran out or had closed): the run reconciles next.
+	KindSendUnknown EntryKind = "send-unknown"
+	// KindNotSent: no attempt under a key began, so nothing reached the
+	// provider, or no attempt can have reached it.
+	KindNotSent EntryKind = "not-sent"
+	// KindWaiting: the run waits until an attempt without a certain
+	// answer can no longer take effect (the late-effect horizon) before
+	// it searches.
+	KindWaiting EntryKind = "waiting"
+	// KindSearching: a search of a provider's records for a message of
+	// the event, or a second one, begins, and why.
+	KindSearching EntryKind = "searching"
+	// KindSearched: a search of a provider's records succeeded; the text
+	// says what it covered.
+	KindSearched EntryKind = "searched"
+	// KindSearchFailed: a search of a provider's records failed.
+	KindSearchFailed EntryKind = "search-failed"
+	// KindFound: a search found a message of the event (the text gives
+	// its status), or one turned up: the run follows a live one, or, once
+	// it has ended, says the SMS was sent after all.
+	KindFound EntryKind = "found"
+	// KindNotFound: a search found no live message of the event: none,
+	// or only failed ones.
+	KindNotFound EntryKind = "not-found"
+	// KindDuplicate: a duplicate send, proven (more than one live
+	// message of the event) or possible (one no search can rule out).
+	KindDuplicate EntryKind = "duplicate"
+	// KindOutcomeUnknown: whether an SMS of the event went out cannot be
+	// told.
+	KindOutcomeUnknown EntryKind = "outcome-unknown"
+	// KindStatus: tracking delivery: a message's status changed, or a
+	// status lookup failed.
+	KindStatus EntryKind = "status"
+	// KindAwaitingDecision: the run waits for a person's decision, until
+	// the deadline the text names.
+	KindAwaitingDecision EntryKind = "awaiting-decision"
+	// KindDecided: a person's decision was taken, or a resend that waited
+	// for a search is carried out.
+	KindDecided EntryKind = "decided"
+	// KindDecisionRefused: a decision (a signal, or a cancellation
+	// request) was refused, and why.
+	KindDecisionRefused EntryKind = "decision-refused"
+	// KindResendHeld: a resend that was decided is not carried out now:
+	// it waits for a search that succeeds, cannot be carried out as
+	// decided, was replaced by a later decision, or is not needed because
+	// a message of the event is alive.
+	KindResendHeld EntryKind = "resend-held"
+	// KindMoved: the event moves to another provider (a failover or a
+	// decision), or why there is no failover.
+	KindMoved EntryKind = "moved"
+	// KindLedger: what the ledger holds of the event that the run did not
+	// know (another run's keys, messages, findings or settle), a takeover
+	// from another run of the workflow, a ledger step that fell back to
+	// an activity, or a read of the ledger that failed.
+	KindLedger EntryKind = "ledger"
+	// KindWarning: a warning about the event as given.
+	KindWarning EntryKind = "warning"
+	// KindEnded: the outcome the run ends with, and why (no decision
+	// within the deadline, delivery not confirmed, the event invalid or
+	// settled before, a ledger that could not record it).
+	KindEnded EntryKind = "ended"
+)
+
+// EntryKinds are every kind of timeline entry.
+var EntryKinds = []EntryKind{
+	KindSending, KindAccepted, KindRejected, KindSendUnknown, KindNotSent,
+	KindWaiting, KindSearching, KindSearched, KindSearchFailed, KindFound, KindNotFound,
+	KindDuplicate, KindOutcomeUnknown, KindStatus,
+	KindAwaitingDecision, KindDecided, KindDecisionRefused, KindResendHeld,
+	KindMoved, KindLedger, KindWarning, KindEnded,
+}
+
+// Known reports whether k is one of EntryKinds.
+func (k EntryKind) Known() bool {
+	for _, have := range EntryKinds {
+		if k == have {
+			return true
+		}
+	}
+	return false
 }
 
 // Status is the QueryState answer: the result so far and the timeline.

@@ -2,6 +2,11 @@ package contract
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,5 +51,59 @@ func TestDecisionBinding(t *testing.T) {
 	for _, id := range []string{" padded", "x\xff", string(make([]byte, MaxDecisionID+1))} {
 		bad := Decision{Key: "order-1-shipped", ID: id}
 		require.ErrorContains(t, bad.CheckBinding("order-1-shipped"), "is not usable")
+	}
+}
+
+// EntryKinds lists every EntryKind constant once, each a short
+// kebab-case code; an entry of an old run, without a kind, reads back
+// with an empty one, and the JSON of an entry leaves an empty kind out.
+func TestEntryKindsListEveryKind(t *testing.T) {
+	t.Parallel()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "contract.go", nil, 0)
+	require.NoError(t, err)
+	var declared []EntryKind
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			v := s.(*ast.ValueSpec)
+			if id, ok := v.Type.(*ast.Ident); ok && id.Name == "EntryKind" {
+				lit := v.Values[0].(*ast.BasicLit)
+				declared = append(declared, EntryKind(strings.Trim(lit.Value, `"`)))
+			}
+		}
+	}
+	require.ElementsMatch(t, declared, EntryKinds)
+	seen := map[EntryKind]bool{}
+	for _, k := range EntryKinds {
+		require.False(t, seen[k], "%s twice", k)
+		seen[k] = true
+		require.Regexp(t, `^[a-z]+(-[a-z]+)*$`, string(k))
+		require.True(t, k.Known())
+	}
+	require.False(t, EntryKind("").Known())
+	require.False(t, EntryKind("sent").Known())
+
+	var old Entry
+	require.NoError(t, json.Unmarshal([]byte(`{"at":"2026-12-01T09:30:00Z","text":"accepted as message m-1 on attempt 1"}`), &old))
+	require.Empty(t, old.Kind)
+	b, err := json.Marshal(Entry{Kind: KindAccepted, Text: "accepted as message m-1 on attempt 1"})
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"kind":"accepted"`)
+	b, err = json.Marshal(old)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), `"kind"`)
+}
+
+// docs/sending.md lists the kinds for the intake's and the query's users.
+func TestTheDocsListEveryEntryKind(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/sending.md")
+	require.NoError(t, err)
+	for _, k := range EntryKinds {
+		require.Contains(t, string(b), "`"+string(k)+"`", "docs/sending.md does not list the kind %s", k)
 	}
 }

@@ -120,9 +120,20 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 		}
 	}
 
+	// Every timeline entry says what it is about: a kind of the closed set.
+	for _, n := range l.notes {
+		if !n.Kind.Known() {
+			bad("a timeline entry of kind %q, not one of contract.EntryKinds: %s", n.Kind, n.Text)
+		}
+	}
+
 	// A decision applies once, and only to the event it names.
 	applied := map[string]int{}
 	for _, n := range l.notes {
+		if n.Kind != contract.KindDecided {
+			continue
+		}
+		// "<action> decided by <who>: <reason> (decision <id>)"
 		if i := strings.LastIndex(n.Text, " (decision "); i >= 0 && strings.Contains(n.Text, " decided by ") {
 			applied[strings.TrimSuffix(n.Text[i+len(" (decision "):], ")")]++
 		}
@@ -193,7 +204,7 @@ func (lt *lifetime) carriedOut(a ack, later []ack, res contract.Result, notes []
 	}
 	if a.d.Action == contract.ActionResend {
 		for _, n := range notes {
-			if n.At.Before(lt.sc.Start.Add(a.at)) {
+			if n.At.Before(lt.sc.Start.Add(a.at)) || n.Kind != contract.KindResendHeld {
 				continue
 			}
 			if strings.Contains(n.Text, "resend not needed") || // a message of the event was alive then

@@ -506,7 +506,7 @@ func TestAFailedMessageBesideALiveOneFollowsTheLiveOne(t *testing.T) {
 	res, _ := h.result()
 	require.True(t, res.DuplicateSend, "two live messages under the event key")
 	s := h.query()
-	require.False(t, timelineHas(s, "awaiting a decision"),
+	require.False(t, timelineHasKind(s, contract.KindAwaitingDecision),
 		"m-2 failed while m-1 of the event is alive, yet the run asked for a resend; it ended %s: %s", res.State, res.Reason)
 	require.Equal(t, contract.Delivered, res.State, res.Reason)
 	require.Equal(t, "m-1", h.settled.MessageID)

@@ -161,12 +161,12 @@ func (r *run) take(d contract.Decision) error {
 	d.Reason, d.By = sms.MaskPhones(d.Reason), sms.MaskPhones(d.By)
 	r.dec.pending = &d
 	if d.ID != "" {
-		r.note("%s decided by %s: %s (decision %s)", d.Action, d.By, d.Reason, sms.MaskPhones(d.ID))
+		r.note(contract.KindDecided, "%s decided by %s: %s (decision %s)", d.Action, d.By, d.Reason, sms.MaskPhones(d.ID))
 	} else {
-		r.note("%s decided by %s: %s", d.Action, d.By, d.Reason)
+		r.note(contract.KindDecided, "%s decided by %s: %s", d.Action, d.By, d.Reason)
 	}
 	if r.dec.deferred != nil {
-		r.note("this decision replaces the resend decided by %s, which was waiting for a search that succeeds", r.dec.deferred.By)
+		r.note(contract.KindResendHeld, "this decision replaces the resend decided by %s, which was waiting for a search that succeeds", r.dec.deferred.By)
 		r.dropDeferred()
 	}
 	// Metrics through the SDK's handler: not emitted again on replay.
@@ -180,7 +180,7 @@ func (r *run) refuse(d contract.Decision, via string, err error) {
 	if by == "" {
 		by = "someone"
 	}
-	r.note("refused a %s from %s: %v", via, by, err)
+	r.note(contract.KindDecisionRefused, "refused a %s from %s: %v", via, by, err)
 	r.log.Warn("decision refused", "via", via, "by", by, "error", err.Error())
 }
 
@@ -247,7 +247,7 @@ func (r *run) startWait() {
 	if r.dec.deferred != nil && !r.dec.deferredUntil.IsZero() {
 		r.st.DecisionDeadline = r.dec.deferredUntil
 	}
-	r.note("awaiting a decision until %s: signal %q or %q with %s",
+	r.note(contract.KindAwaitingDecision, "awaiting a decision until %s: signal %q or %q with %s",
 		r.st.DecisionDeadline.Format(time.RFC3339), contract.SignalResend, contract.SignalCancel, r.decisionForm())
 }
 
@@ -270,7 +270,7 @@ func (r *run) searchWhileWaiting() (next contract.State, done bool) {
 		// The search the acknowledged resend waited for succeeded and
 		// found no live message: it is the resend's search.
 		r.dec.pending, r.dec.deferred = r.dec.deferred, nil
-		r.note("carrying out the resend decided by %s now that a search of %s's records succeeded", r.dec.pending.By, r.st.Provider)
+		r.note(contract.KindDecided, "carrying out the resend decided by %s now that a search of %s's records succeeded", r.dec.pending.By, r.st.Provider)
 	}
 	if r.dec.pending != nil {
 		// A decision taken while this search ran (or the resend that
@@ -303,11 +303,11 @@ func (r *run) noDecision() contract.State {
 	if r.dec.deferred != nil {
 		r.st.Reason = fmt.Sprintf("the resend decided by %s (%s) was never carried out: no search of %s's records that could rule out a message succeeded within %s; was: %s",
 			r.dec.deferred.By, r.dec.deferred.Reason, r.st.Provider, r.policy.DecisionDeadline, r.st.Reason)
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		return contract.Failed
 	}
 	r.st.Reason = fmt.Sprintf("no decision within %s; was: %s", r.policy.DecisionDeadline, r.st.Reason)
-	r.note("no decision within %s", r.policy.DecisionDeadline)
+	r.note(contract.KindEnded, "no decision within %s", r.policy.DecisionDeadline)
 	return contract.Failed
 }
 
@@ -318,7 +318,7 @@ func (r *run) noDecision() contract.State {
 func (r *run) decidedWhileFound() contract.State {
 	d := r.takePending()
 	if d.Action != contract.ActionCancel {
-		r.note("the resend decided by %s is not needed: a message of the event is alive; following it", d.By)
+		r.note(contract.KindResendHeld, "the resend decided by %s is not needed: a message of the event is alive; following it", d.By)
 		return contract.Accepted
 	}
 	r.st.State, r.st.Reason = contract.Cancelled, fmt.Sprintf("cancelled by %s: %s", d.By, d.Reason)
@@ -389,7 +389,7 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 		// A hung attempt may still land: the search waits for it, and
 		// is then the late look too.
 		if wait := r.look.lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-			r.note("waiting until %s before the resend: an attempt without a certain answer could still take effect", r.look.lateAt.UTC().Format(time.RFC3339))
+			r.note(contract.KindWaiting, "waiting until %s before the resend: an attempt without a certain answer could still take effect", r.look.lateAt.UTC().Format(time.RFC3339))
 			_ = workflow.Sleep(r.ctx, wait)
 		}
 		r.look.lateDone = true
@@ -397,16 +397,16 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 	out, err := r.lookup(r.provKeys())
 	switch {
 	case err == nil:
-		r.note("reconciled before the resend: %s", out.How)
+		r.note(contract.KindSearched, "reconciled before the resend: %s", out.How)
 		r.searched(out)
 		if r.adopt(out) {
-			r.note("resend not needed: a message of this event is alive; following it instead")
+			r.note(contract.KindResendHeld, "resend not needed: a message of this event is alive; following it instead")
 			return basis, "", contract.Accepted, true
 		}
 		if r.look.last == searchMute {
 			if !d.Force {
 				r.st.Reason = fmt.Sprintf("the resend decided by %s is not carried out: %s's records cannot speak for this event (%s), so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider, out.How)
-				r.note("%s", r.st.Reason)
+				r.note(contract.KindResendHeld, "%s", r.st.Reason)
 				return basis, "", contract.AwaitingDecision, true
 			}
 			blind = fmt.Sprintf("%s's records cannot be searched for this event", r.st.Provider)
@@ -423,7 +423,7 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 		r.dec.deferred, r.dec.deferredUntil = &d, r.dec.lastDeadline
 		r.st.Reason = fmt.Sprintf("the resend decided by %s waits: the provider's records could not be searched (%s), and nothing is sent without a search past the window. The run searches again every %s and then carries the resend out unless a message of the event is found; decide again to replace it, resend with \"force\": true to send without a search, or cancel",
 			d.By, errorMessage(err), r.policy.ReconcileRetry)
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindResendHeld, "%s", r.st.Reason)
 		return basis, "", contract.AwaitingDecision, true
 	}
 	return basis, blind, "", false
@@ -443,7 +443,7 @@ func (r *run) planResend(d contract.Decision, target string) (key keys.Key, move
 		// with the switch and its reason recorded in the ledger.
 		if err := r.moveTo(target, key, d.By, d.Reason, failoverDecided); err != nil {
 			r.st.Reason = fmt.Sprintf("the resend at %s decided by %s cannot be carried out: %s; decide again", target, d.By, err)
-			r.note("%s", r.st.Reason)
+			r.note(contract.KindResendHeld, "%s", r.st.Reason)
 			return key, "", contract.AwaitingDecision, true
 		}
 		return key, target, "", false

@@ -23,11 +23,12 @@ func (r *run) addMessage(id string) {
 	r.st.MessageIDs = append(r.st.MessageIDs, id)
 }
 
-// note adds a line to the timeline and republishes the run's details.
-func (r *run) note(format string, args ...any) {
+// note adds a line of the given kind to the timeline and republishes the
+// run's details.
+func (r *run) note(kind contract.EntryKind, format string, args ...any) {
 	// Masked: a provider's message or a person's reason may name a number,
 	// and the timeline reaches the query, the intake's GET and smsctl.
-	r.st.Timeline = append(r.st.Timeline, contract.Entry{At: workflow.Now(r.ctx), Text: sms.MaskPhones(fmt.Sprintf(format, args...))})
+	r.st.Timeline = append(r.st.Timeline, contract.Entry{At: workflow.Now(r.ctx), Kind: kind, Text: sms.MaskPhones(fmt.Sprintf(format, args...))})
 	if len(r.st.Timeline) > maxTimeline {
 		r.st.Timeline = append(r.st.Timeline[:1], r.st.Timeline[len(r.st.Timeline)-maxTimeline+1:]...)
 	}

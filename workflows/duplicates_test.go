@@ -310,7 +310,7 @@ func TestADecisionDuringTheResendIsRefused(t *testing.T) {
 	require.ErrorContains(t, updateErr, "not awaiting a decision")
 	require.Equal(t, []contract.Resend{{Key: key + "~resend-1", By: "ivy", Reason: "the phone was off", Basis: contract.BasisDeliveryFailed}}, res.Resends, "one resend, nobody decided a second")
 	require.Equal(t, 1, plans)
-	require.True(t, timelineHas(h.query(), "refused a cancel signal from jack"))
+	require.True(t, timelineHasKind(h.query(), contract.KindDecisionRefused), "jack's cancel was refused")
 }
 
 // Point 5: a run that resumes an event loads every key an earlier run

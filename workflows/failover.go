@@ -81,7 +81,7 @@ func (r *run) nextKey(p string) (keys.Key, error) {
 func (r *run) failover(out activities.ReconcileOutput) contract.State {
 	to := canonical(r.in.Fallback)
 	no := func(why string) contract.State {
-		r.note("no failover to %s: %s; a person decides (a resend may name %s)", to, why, to)
+		r.note(contract.KindMoved, "no failover to %s: %s; a person decides (a resend may name %s)", to, why, to)
 		return contract.AwaitingDecision
 	}
 	if len(out.Messages) > 0 {
@@ -101,7 +101,7 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 			// An attempt without a certain answer could still take effect:
 			// the search that proves nothing was sent comes after it cannot.
 			if wait := r.look.lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-				r.note("before a failover: an attempt without a certain answer could take effect until %s; searching %s's records again then", r.look.lateAt.UTC().Format(time.RFC3339), r.st.Provider)
+				r.note(contract.KindWaiting, "before a failover: an attempt without a certain answer could take effect until %s; searching %s's records again then", r.look.lateAt.UTC().Format(time.RFC3339), r.st.Provider)
 				_ = workflow.Sleep(r.ctx, wait)
 			}
 			r.look.lateDone = true
@@ -111,7 +111,7 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 			}
 			r.searched(again)
 			if r.adopt(again) {
-				r.note("a message of the event turned up at %s: following it, no failover", r.st.Provider)
+				r.note(contract.KindFound, "a message of the event turned up at %s: following it, no failover", r.st.Provider)
 				return contract.Accepted
 			}
 			if len(again.Messages) > 0 {
@@ -164,7 +164,7 @@ func (r *run) moveTo(p string, key keys.Key, by, evidence, reason string) error 
 	// One late look at the provider left, before the run settles.
 	r.leaveOthers(p)
 	r.policy = out.Policy.WithDefaults()
-	r.note("moving from %s to %s under %s (%s): %s", from, p, key, by, evidence)
+	r.note(contract.KindMoved, "moving from %s to %s under %s (%s): %s", from, p, key, by, evidence)
 	workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"from": from, "to": p, "reason": reason}).Counter(name.Failovers).Inc(1)
 	r.st.Provider = p
 	r.useKey(out.Request, string(key))

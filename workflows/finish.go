@@ -18,7 +18,7 @@ import (
 
 func (r *run) fail(reason string) (contract.Result, error) {
 	r.st.State, r.st.Reason = contract.Failed, reason
-	r.note("%s", reason)
+	r.note(contract.KindEnded, "%s", reason)
 	return r.finish()
 }
 
@@ -60,7 +60,7 @@ func (r *run) lastLook() {
 		return
 	}
 	if wait := r.look.lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-		r.note("waiting until %s before settling: an attempt without a certain answer could still take effect", r.look.lateAt.UTC().Format(time.RFC3339))
+		r.note(contract.KindWaiting, "waiting until %s before settling: an attempt without a certain answer could still take effect", r.look.lateAt.UTC().Format(time.RFC3339))
 		_ = workflow.Sleep(r.ctx, wait)
 	}
 	alive := r.recheck("before settling")
@@ -77,7 +77,7 @@ func (r *run) turnedUp(id string) {
 	r.st.Reason = fmt.Sprintf("message %s of the event turned up after the run had ended %s (%s): the SMS was sent after all", id, r.st.State, r.st.Reason)
 	r.st.State = contract.Unconfirmed // closed, delivery not followed
 	r.st.OutcomeUnknown = false
-	r.note("%s", r.st.Reason)
+	r.note(contract.KindFound, "%s", r.st.Reason)
 }
 
 // leftLook is a provider the run moved away from: its keys, and when its
@@ -94,16 +94,16 @@ type leftLook struct {
 func (r *run) lookAtLeft() {
 	for _, l := range r.look.left {
 		if wait := l.At.Sub(workflow.Now(r.ctx)); wait > 0 {
-			r.note("waiting until %s before the last look at %s: an attempt there could take effect until then", l.At.UTC().Format(time.RFC3339), l.Provider)
+			r.note(contract.KindWaiting, "waiting until %s before the last look at %s: an attempt there could take effect until then", l.At.UTC().Format(time.RFC3339), l.Provider)
 			_ = workflow.Sleep(r.ctx, wait)
 		}
 		out, err := r.lookupAt(l.Provider, l.Keys)
 		if err != nil {
 			r.look.last = searchFailed
-			r.note("the last look at %s, which the run moved away from, failed (%s): a message there cannot be ruled out", l.Provider, errorMessage(err))
+			r.note(contract.KindSearchFailed, "the last look at %s, which the run moved away from, failed (%s): a message there cannot be ruled out", l.Provider, errorMessage(err))
 			continue
 		}
-		r.note("the last look at %s, which the run moved away from: %s", l.Provider, out.How)
+		r.note(contract.KindSearched, "the last look at %s, which the run moved away from: %s", l.Provider, out.How)
 		if cannotSpeak(out) {
 			r.look.last = searchMute
 		}
@@ -111,7 +111,7 @@ func (r *run) lookAtLeft() {
 			r.addMessageAt(id, l.Provider)
 		}
 		for _, m := range out.Messages {
-			r.note("found message %s at %s (status %s)", m.ID, l.Provider, m.Status)
+			r.note(contract.KindFound, "found message %s at %s (status %s)", m.ID, l.Provider, m.Status)
 			r.seen(m.ID, m.Status)
 			if !m.Status.Failed() && r.endedUnsent() {
 				r.turnedUp(m.ID)
@@ -170,7 +170,7 @@ func (r *run) searchUnknownKeys(out activities.SettleOutput) {
 	for _, k := range out.UnknownKeys {
 		names = append(names, k.Key)
 	}
-	r.note("the ledger holds attempts under %s, which this run did not know (another run of the workflow made them, as before a reset): searching them before the run settles", strings.Join(names, ", "))
+	r.note(contract.KindLedger, "the ledger holds attempts under %s, which this run did not know (another run of the workflow made them, as before a reset): searching them before the run settles", strings.Join(names, ", "))
 	r.learnKeys(out.UnknownKeys)
 	r.uncertainSince(out.LastUncertainAt)
 	if r.look.lateAt.IsZero() {
@@ -206,7 +206,7 @@ func (r *run) mayHaveSent(unresolved bool) {
 	}
 	r.st.OutcomeUnknown = true
 	r.st.Reason += "; the outcome is unknown: an attempt ended without a certain answer and no search of the provider's records could tell whether it sent the SMS, so one may have gone out"
-	r.note("outcome unknown: an SMS of the event may have gone out (no search could rule it out)")
+	r.note(contract.KindOutcomeUnknown, "outcome unknown: an SMS of the event may have gone out (no search could rule it out)")
 	if r.st.PossibleDuplicate {
 		return
 	}
@@ -269,7 +269,7 @@ func (r *run) takeRecord(ids, findings []string) {
 		}
 	}
 	if len(added) > 0 {
-		r.note("the ledger keeps what another run of the event reported: %s", strings.Join(added, ", "))
+		r.note(contract.KindLedger, "the ledger keeps what another run of the event reported: %s", strings.Join(added, ", "))
 	}
 }
 
@@ -325,7 +325,7 @@ func (r *run) settled(out activities.SettleOutput, err error) {
 		r.st.State = contract.Failed
 		r.st.Reason = fmt.Sprintf("the outcome %s (%s) could not be recorded in the ledger: %s. The ledger does not know the event settled: fix the ledger, then check the event with smsctl audit before starting it again",
 			was, r.st.Reason, errorMessage(err))
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		r.upsertSearch()
 	case out.Outcome != string(r.st.State) && out.Outcome != "":
 		// Another run of the workflow (the one a reset replaced) settled
@@ -342,10 +342,10 @@ func (r *run) settled(out activities.SettleOutput, err error) {
 				r.msgs.primary = out.MessageID
 			}
 		}
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		r.upsertSearch()
 	case out.Outcome != string(r.st.State):
-		r.note("the ledger already held the outcome %s for the event (settled %s: %s); the first settle stands there",
+		r.note(contract.KindLedger, "the ledger already held the outcome %s for the event (settled %s: %s); the first settle stands there",
 			out.Outcome, out.SettledAt.UTC().Format(time.RFC3339), out.Reason)
 	}
 	if err == nil {

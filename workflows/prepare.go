@@ -23,18 +23,18 @@ func (r *run) prepare() (ended bool) {
 	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, r.prepareInput(), &out)
 	if err != nil {
 		r.st.State, r.st.Reason = contract.Failed, "the event cannot be sent as given: "+errorMessage(err)
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		return true
 	}
 	r.policy, r.sending.req, r.held.ledgerID = out.Policy, out.Request, out.LedgerID
 	r.st.Warnings = out.Warnings
 	for _, w := range out.Warnings {
-		r.note("warning: %s", w)
+		r.note(contract.KindWarning, "warning: %s", w)
 	}
 	switch {
 	case out.Conflict != "":
 		r.st.State, r.st.Reason = contract.Failed, out.Conflict
-		r.note("%s", out.Conflict)
+		r.note(contract.KindEnded, "%s", out.Conflict)
 		return true
 	case out.Settled != nil:
 		e := out.Settled
@@ -45,7 +45,7 @@ func (r *run) prepare() (ended bool) {
 				e.MessageID, e.Outcome, e.SettledAt.UTC().Format(time.RFC3339))
 			r.st.MessageIDs = append(r.st.MessageIDs, e.MessageID)
 		}
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		r.learnSettled(out)
 		return true
 	}
@@ -53,7 +53,7 @@ func (r *run) prepare() (ended bool) {
 	r.sending.start, r.sending.eventStart = out.FirstAttemptAt, out.FirstAttemptAt
 	r.st.KeysUsed = append(r.st.KeysUsed, r.sending.req.Key)
 	if !out.Created {
-		r.note("the event was claimed by an earlier run that did not settle it; continuing with its key")
+		r.note(contract.KindLedger, "the event was claimed by an earlier run that did not settle it; continuing with its key")
 	}
 	r.policy = r.policy.WithDefaults()
 	r.sending.firstPolicy = r.policy
@@ -71,7 +71,7 @@ func (r *run) learnMessages(ms []activities.SentMessage) {
 			continue
 		}
 		r.addMessageAt(m.ID, r.providerOf(m.Key))
-		r.note("the ledger holds message %s of the event (key %s), from an attempt this run did not make", m.ID, m.Key)
+		r.note(contract.KindLedger, "the ledger holds message %s of the event (key %s), from an attempt this run did not make", m.ID, m.Key)
 	}
 }
 
@@ -125,7 +125,7 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	}
 	if err != nil {
 		r.st.State, r.st.Reason = contract.Failed, "cannot plan the request of "+last.Key+" again: "+errorMessage(err)
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		return true
 	}
 	r.sending.req, r.sending.start = req, last.FirstAttemptAt
@@ -135,7 +135,7 @@ func (r *run) resume(used []activities.SendKey) (ended bool) {
 	r.st.Provider = p
 	r.st.CurrentKey = last.Key
 	r.upsertSearch() // the provider may have changed
-	r.note("an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
+	r.note(contract.KindLedger, "an earlier run of the event used the keys %s; carrying on with %s", strings.Join(r.st.KeysUsed, ", "), last.Key)
 	return false
 }
 
@@ -195,7 +195,7 @@ func (r *run) learnFromLedger() bool {
 	if !r.learnKeys(rec.SendKeys) {
 		return false
 	}
-	r.note("the ledger holds keys of the event this run did not know (another run of its workflow used them): %s", strings.Join(r.st.KeysUsed, ", "))
+	r.note(contract.KindLedger, "the ledger holds keys of the event this run did not know (another run of its workflow used them): %s", strings.Join(r.st.KeysUsed, ", "))
 	r.uncertainSince(rec.LastUncertainAt)
 	r.leaveOthers(r.st.Provider)
 	return true
@@ -210,7 +210,7 @@ func (r *run) recall(key string) activities.RecallOutput {
 	}, &out); err != nil {
 		// Only an invalid input ends the retries, and this one is built
 		// by the run: take the worst case, an attempt that began now.
-		r.note("could not read the event's attempts from the ledger (%s): taking the last attempt as uncertain", errorMessage(err))
+		r.note(contract.KindLedger, "could not read the event's attempts from the ledger (%s): taking the last attempt as uncertain", errorMessage(err))
 		out.LastUncertainAt, out.FirstAttemptAt, out.Attempts = workflow.Now(r.ctx), r.sending.start, 1
 	}
 	return out
@@ -229,10 +229,10 @@ func (r *run) takeOver(why string) contract.State {
 		r.held.claimed = false
 		r.st.Reason = "the event's holder in the ledger changed again after this run took it over three times: " + why + "; check the event with smsctl audit before starting it again"
 		r.mayHaveSent(!r.look.lateAt.IsZero()) // it ends without a look or a settle
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		return contract.Failed
 	}
-	r.note("another run of this workflow holds the event in the ledger (%s): this run was reset or continues that run, which has ended; taking the event over with every key and attempt it already had", why)
+	r.note(contract.KindLedger, "another run of this workflow holds the event in the ledger (%s): this run was reset or continues that run, which has ended; taking the event over with every key and attempt it already had", why)
 	var out activities.PrepareOutput
 	err := r.ledgerStep("Prepare", planOptions(), a.Prepare, r.prepareInput(), &out)
 	failed := ""
@@ -251,14 +251,14 @@ func (r *run) takeOver(why string) contract.State {
 		r.learnSettled(out)
 		r.st.Reason = fmt.Sprintf("duplicate: an earlier run of this workflow already settled the event as %s on %s (%s); nothing sent again",
 			e.Outcome, e.SettledAt.UTC().Format(time.RFC3339), e.Reason)
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		return contract.Duplicate
 	}
 	if failed != "" {
 		r.held.claimed = false
 		r.st.Reason = failed
 		r.mayHaveSent(!r.look.lateAt.IsZero()) // it ends without a look or a settle
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		return contract.Failed
 	}
 	r.held.claimed = true
@@ -280,7 +280,7 @@ func (r *run) takeOver(why string) contract.State {
 	// provider the event has keys at is owed a look.
 	r.uncertainSince(out.LastUncertainAt)
 	r.leaveOthers(r.st.Provider)
-	r.note("took the event over: keys %s, carrying on with %s", strings.Join(r.st.KeysUsed, ", "), r.st.CurrentKey)
+	r.note(contract.KindLedger, "took the event over: keys %s, carrying on with %s", strings.Join(r.st.KeysUsed, ", "), r.st.CurrentKey)
 	// The current key's window counts from its first attempt in any run.
 	r.sending.start = time.Time{}
 	for _, k := range out.SendKeys {
@@ -341,7 +341,7 @@ func (r *run) ledgerStep(name string, opts workflow.ActivityOptions, fn, arg, ou
 	if err == nil || !retryable(err, opts.RetryPolicy.NonRetryableErrorTypes) {
 		return err
 	}
-	r.note("%s did not complete in the run's workflow task (%s): running it as an activity that any worker can take", name, errorMessage(err))
+	r.note(contract.KindLedger, "%s did not complete in the run's workflow task (%s): running it as an activity that any worker can take", name, errorMessage(err))
 	ctx := workflow.WithActivityOptions(r.ctx, opts)
 	return workflow.ExecuteActivity(ctx, fn, arg).Get(ctx, out)
 }

@@ -21,10 +21,10 @@ func (r *run) reconcile() (contract.State, bool) {
 		r.look.last = searchFailed
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: the provider's records could not be searched (%s); the run searches again every %s, and a resend waits for a search that succeeds unless forced",
 			errorMessage(err), r.policy.ReconcileRetry)
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindSearchFailed, "%s", r.st.Reason)
 		return contract.AwaitingDecision, false
 	}
-	r.note("reconciled: %s", out.How)
+	r.note(contract.KindSearched, "reconciled: %s", out.How)
 	r.searched(out)
 	if r.adopt(out) {
 		return contract.Accepted, false
@@ -65,22 +65,28 @@ func cannotSpeak(out activities.ReconcileOutput) bool {
 
 // explainNotFound sets the reason of a run that found no live message.
 func (r *run) explainNotFound(out activities.ReconcileOutput) {
+	var kind contract.EntryKind
 	switch {
 	case len(out.Vanished) > 0:
+		kind = contract.KindOutcomeUnknown
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s accepted message %s of the event but can no longer find it, so whether it went out cannot be told", r.st.Provider, strings.Join(out.Vanished, ", "))
 	case len(out.Messages) > 0:
+		kind = contract.KindNotFound // only failed messages
 		r.st.Reason = fmt.Sprintf("the message failed (%s): a resend is a new message under a new key", r.st.DeliveryStatus)
 	case !out.Searched && out.NotSent:
+		kind = contract.KindNotSent
 		r.st.Reason = fmt.Sprintf("not sent: no attempt under %s can have reached %s (none began, or each was answered without being executed)", strings.Join(r.provKeys(), ", "), r.st.Provider)
 	case out.Searched:
+		kind = contract.KindNotFound
 		r.st.Reason = fmt.Sprintf("not found: no message under %s in our ledger or in %s's records", strings.Join(r.provKeys(), ", "), r.st.Provider)
 	default:
+		kind = contract.KindOutcomeUnknown
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s cannot be searched without a message id", r.st.Provider)
 	}
 	if r.sending.last != "" {
 		r.st.Reason += "; last answer: " + r.sending.last
 	}
-	r.note("%s", r.st.Reason)
+	r.note(kind, "%s", r.st.Reason)
 }
 
 // adopt records the messages found and reports whether one of them is
@@ -91,7 +97,7 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 	perKey := map[string]int{}
 	for _, m := range out.Messages {
 		r.addMessage(m.ID)
-		r.note("found message %s (status %s)", m.ID, m.Status)
+		r.note(contract.KindFound, "found message %s (status %s)", m.ID, m.Status)
 		status[m.ID] = m.Status
 		if m.Reference != "" {
 			perKey[m.Reference]++
@@ -112,7 +118,7 @@ func (r *run) adopt(out activities.ReconcileOutput) bool {
 	for _, k := range r.st.KeysUsed { // in order: deterministic
 		if n := perKey[k]; n > 1 {
 			r.st.DuplicateSend = true
-			r.note("proven duplicate send: %d accepted message ids for key %s (%s); the key could not prevent it (the provider did not store its answer, or its lock expired mid-send)", n, k, strings.Join(r.st.MessageIDs, ", "))
+			r.note(contract.KindDuplicate, "proven duplicate send: %d accepted message ids for key %s (%s); the key could not prevent it (the provider did not store its answer, or its lock expired mid-send)", n, k, strings.Join(r.st.MessageIDs, ", "))
 		}
 	}
 	for _, m := range out.Messages {
@@ -161,7 +167,7 @@ func (r *run) seen(id string, s provider.Status) {
 	}
 	if len(r.msgs.live) > 1 && !r.st.DuplicateSend {
 		r.st.DuplicateSend = true
-		r.note("proven duplicate send: %d messages of the event are alive (%s) under the keys %s; a person decides whether to tell the customer",
+		r.note(contract.KindDuplicate, "proven duplicate send: %d messages of the event are alive (%s) under the keys %s; a person decides whether to tell the customer",
 			len(r.msgs.live), strings.Join(r.msgs.live, ", "), strings.Join(r.st.KeysUsed, ", "))
 	}
 }
@@ -172,7 +178,7 @@ func (r *run) seen(id string, s provider.Status) {
 func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 	out, err := r.lookup(keys)
 	if err != nil {
-		r.note("could not search %s's records for a second message: %s", r.st.Provider, errorMessage(err))
+		r.note(contract.KindSearchFailed, "could not search %s's records for a second message: %s", r.st.Provider, errorMessage(err))
 		r.look.last = searchFailed // the look is owed: the result says so if it stays so
 		return false, false
 	}
@@ -185,7 +191,7 @@ func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
 // uncertain attempts can no longer take effect.
 func (r *run) recheck(why string) (alive bool) {
 	r.look.lateDone = true
-	r.note("%s: an attempt without a certain answer could take effect until %s; looking for a second message under %s",
+	r.note(contract.KindSearching, "%s: an attempt without a certain answer could take effect until %s; looking for a second message under %s",
 		why, r.look.lateAt.UTC().Format(time.RFC3339), strings.Join(r.provKeys(), ", "))
 	_, alive = r.lookForDuplicates(r.provKeys())
 	return alive
@@ -228,15 +234,15 @@ func (r *run) lookupAt(p string, keys []string) (activities.ReconcileOutput, err
 func (r *run) retryReconcile() (found bool) {
 	out, err := r.lookup(r.provKeys())
 	if err != nil {
-		r.note("the search of %s's records failed again (%s); trying again in %s", r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
+		r.note(contract.KindSearchFailed, "the search of %s's records failed again (%s); trying again in %s", r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
 		return false
 	}
-	r.note("reconciled on retry: %s", out.How)
+	r.note(contract.KindSearched, "reconciled on retry: %s", out.How)
 	r.searched(out)
 	if r.adopt(out) {
-		r.note("a message of the event is alive: following it")
+		r.note(contract.KindFound, "a message of the event is alive: following it")
 		if r.dec.deferred != nil {
-			r.note("the resend decided by %s is not needed: a message of the event is alive", r.dec.deferred.By)
+			r.note(contract.KindResendHeld, "the resend decided by %s is not needed: a message of the event is alive", r.dec.deferred.By)
 			r.dropDeferred()
 		}
 		return true

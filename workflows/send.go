@@ -203,7 +203,7 @@ func (r *run) run() (contract.Result, error) {
 	}
 	next := contract.Sending
 	if !r.sending.start.IsZero() && !workflow.Now(r.ctx).Before(r.sending.start.Add(r.policy.SendBudget())) {
-		r.note("an earlier run first tried %s at %s and its replay window has closed: reconciling before anything is sent", r.sending.req.Key, r.sending.start.Format(time.RFC3339))
+		r.note(contract.KindSendUnknown, "an earlier run first tried %s at %s and its replay window has closed: reconciling before anything is sent", r.sending.req.Key, r.sending.start.Format(time.RFC3339))
 		next = contract.Reconciling
 	}
 	for {

@@ -29,10 +29,10 @@ func (r *run) send() (contract.State, bool) {
 	deadline := r.sending.start.Add(r.policy.SendBudget())
 	remaining := deadline.Sub(now)
 	if remaining <= 0 {
-		r.note("the replay window of %s has closed: reconciling before anything is sent", r.sending.req.Key)
+		r.note(contract.KindSendUnknown, "the replay window of %s has closed: reconciling before anything is sent", r.sending.req.Key)
 		return contract.Reconciling, false
 	}
-	r.note("sending with key %s (retries until %s)", r.sending.req.Key, now.Add(remaining).Format(time.RFC3339))
+	r.note(contract.KindSending, "sending with key %s (retries until %s)", r.sending.req.Key, now.Add(remaining).Format(time.RFC3339))
 	lastAt := deadline.Add(-r.policy.LastAttemptLead())
 	var out activities.SendOutput
 	var err error
@@ -43,7 +43,7 @@ func (r *run) send() (contract.State, bool) {
 		}
 		r.countFailed(err)
 		r.sending.last = errorMessage(err)
-		r.note("retries of %s ended without an answer that settles it (last: %s); one last attempt with the same key and bytes at %s collects any answer the provider stored meanwhile",
+		r.note(contract.KindSending, "retries of %s ended without an answer that settles it (last: %s); one last attempt with the same key and bytes at %s collects any answer the provider stored meanwhile",
 			r.sending.req.Key, r.sending.last, lastAt.UTC().Format(time.RFC3339))
 	}
 	if wait := lastAt.Sub(workflow.Now(r.ctx)); wait > 0 {
@@ -53,7 +53,7 @@ func (r *run) send() (contract.State, bool) {
 	// only after the window closed: then there is no last attempt.
 	left := deadline.Sub(workflow.Now(r.ctx))
 	if left <= 0 {
-		r.note("the replay window of %s (minus margin) ran out with the outcome unknown before its last attempt could start (no worker ran the run in time); last answer: %s", r.sending.req.Key, r.sending.last)
+		r.note(contract.KindSendUnknown, "the replay window of %s (minus margin) ran out with the outcome unknown before its last attempt could start (no worker ran the run in time); last answer: %s", r.sending.req.Key, r.sending.last)
 		return contract.Reconciling, false
 	}
 	return r.sent(r.sendAttempts(left+r.policy.AttemptTimeout+activities.AttemptSlack, 1, true))
@@ -108,9 +108,9 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		}
 		if res.Outcome == provider.Replayed {
 			r.st.Replays++
-			r.note("replay: %s answered attempt %d from its replay store with message %s; nothing was sent again", r.st.Provider, out.Attempt, res.MessageID)
+			r.note(contract.KindAccepted, "replay: %s answered attempt %d from its replay store with message %s; nothing was sent again", r.st.Provider, out.Attempt, res.MessageID)
 		} else {
-			r.note("accepted as message %s on attempt %d", res.MessageID, out.Attempt)
+			r.note(contract.KindAccepted, "accepted as message %s on attempt %d", res.MessageID, out.Attempt)
 		}
 		r.addMessage(res.MessageID)
 		r.msgs.primary = res.MessageID
@@ -118,7 +118,7 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		r.addMessageAt(res.MessageID, r.st.Provider)
 		r.seen(res.MessageID, res.Status)
 		if out.Uncertain {
-			r.note("an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.sending.req.Key)
+			r.note(contract.KindSearching, "an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.sending.req.Key)
 			byKey, _ := r.lookForDuplicates([]string{r.sending.req.Key})
 			r.uncertainSince(out.UncertainSince)
 			if !byKey && res.Outcome == provider.Accepted {
@@ -135,10 +135,10 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		switch appErr.Type() {
 		case activities.ErrRejected, activities.ErrKeyConflict, activities.ErrInvalidRequest:
 			r.st.Reason = appErr.Message()
-			r.note("rejected, not retried: %s", appErr.Message())
+			r.note(contract.KindRejected, "rejected, not retried: %s", appErr.Message())
 			return r.rejected(appErr.Message()), false
 		case activities.ErrWindowClosed:
-			r.note("%s", appErr.Message())
+			r.note(contract.KindSendUnknown, "%s", appErr.Message())
 			// The ledger's clock closed the window: no further send, but
 			// its uncertain attempts still arm the late look.
 			r.uncertainSince(r.recall(r.sending.req.Key).LastUncertainAt)
@@ -175,10 +175,10 @@ func (r *run) unsettled() contract.State {
 			r.look.last = searchSpoke
 			r.st.Reason = fmt.Sprintf("not sent: no attempt under %s ever began in %d tries of its window (the send waited in the task queue: %s); nothing reached %s, so a plain resend is safe, or cancel",
 				r.sending.req.Key, r.sending.notSentWindows, r.sending.last, r.st.Provider)
-			r.note("%s", r.st.Reason)
+			r.note(contract.KindNotSent, "%s", r.st.Reason)
 			return contract.AwaitingDecision
 		}
-		r.note("no attempt under %s began (last: %s): the send never left the task queue, so nothing reached %s; sending again, its replay window counted from its first attempt",
+		r.note(contract.KindNotSent, "no attempt under %s began (last: %s): the send never left the task queue, so nothing reached %s; sending again, its replay window counted from its first attempt",
 			r.sending.req.Key, r.sending.last, r.st.Provider)
 		return contract.Sending
 	}
@@ -189,11 +189,11 @@ func (r *run) unsettled() contract.State {
 		r.sending.start = rec.FirstAttemptAt
 	}
 	if left := r.sending.start.Add(r.policy.SendBudget()).Sub(workflow.Now(r.ctx)); left > r.policy.AttemptTimeout+activities.AttemptSlack {
-		r.note("the send of %s ended with the outcome unknown (%s), but its replay window, counted from its first attempt at %s, is open until %s: trying again with the same key and bytes",
+		r.note(contract.KindSending, "the send of %s ended with the outcome unknown (%s), but its replay window, counted from its first attempt at %s, is open until %s: trying again with the same key and bytes",
 			r.sending.req.Key, r.sending.last, r.sending.start.UTC().Format(time.RFC3339), r.sending.start.Add(r.policy.SendBudget()).UTC().Format(time.RFC3339))
 		return contract.Sending
 	}
-	r.note("the replay window of %s (minus margin) ran out with the outcome unknown; last answer: %s", r.sending.req.Key, r.sending.last)
+	r.note(contract.KindSendUnknown, "the replay window of %s (minus margin) ran out with the outcome unknown; last answer: %s", r.sending.req.Key, r.sending.last)
 	return contract.Reconciling
 }
 
@@ -223,9 +223,9 @@ func (r *run) rejected(reason string) contract.State {
 	}
 	r.setState(contract.Reconciling)
 	if r.recheckPending() {
-		r.note("an earlier attempt of the event ended without a certain answer and may have sent the SMS: searching %s's records once it can no longer take effect, before the run ends", r.st.Provider)
+		r.note(contract.KindSearching, "an earlier attempt of the event ended without a certain answer and may have sent the SMS: searching %s's records once it can no longer take effect, before the run ends", r.st.Provider)
 	} else {
-		r.note("the ledger holds %d message id(s) of the event whose status this run never saw (another run's attempts): searching %s's records for a live one before the run ends", held, r.st.Provider)
+		r.note(contract.KindSearching, "the ledger holds %d message id(s) of the event whose status this run never saw (another run's attempts): searching %s's records for a live one before the run ends", held, r.st.Provider)
 	}
 	out, err := r.lateLook()
 	switch {
@@ -233,22 +233,22 @@ func (r *run) rejected(reason string) contract.State {
 		r.look.last = searchFailed
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and the search of %s's records failed (%s); the run searches again every %s",
 			reason, r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindSearchFailed, "%s", r.st.Reason)
 		return contract.AwaitingDecision
 	case r.adopt(out):
-		r.note("a message of the event is alive after all: following it")
+		r.note(contract.KindFound, "a message of the event is alive after all: following it")
 		return contract.Accepted
 	case r.look.last == searchMute:
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and %s", reason, out.How)
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindOutcomeUnknown, "%s", r.st.Reason)
 		return contract.AwaitingDecision
 	case len(out.Messages) > 0:
 		r.st.Reason = fmt.Sprintf("%s; a search of %s's records after every attempt could take effect found only failed messages of the event (%s)", reason, r.st.Provider, r.st.DeliveryStatus)
-		r.note("%s", r.st.Reason)
+		r.note(contract.KindEnded, "%s", r.st.Reason)
 		return contract.Failed
 	}
 	r.st.Reason = fmt.Sprintf("%s; a search of %s's records after every attempt could take effect found no message of the event", reason, r.st.Provider)
-	r.note("%s", r.st.Reason)
+	r.note(contract.KindEnded, "%s", r.st.Reason)
 	return contract.Failed
 }
 
@@ -257,13 +257,13 @@ func (r *run) rejected(reason string) contract.State {
 // counts as the late one.
 func (r *run) lateLook() (activities.ReconcileOutput, error) {
 	if wait := r.look.lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-		r.note("waiting until %s: an attempt without a certain answer could take effect until then", r.look.lateAt.UTC().Format(time.RFC3339))
+		r.note(contract.KindWaiting, "waiting until %s: an attempt without a certain answer could take effect until then", r.look.lateAt.UTC().Format(time.RFC3339))
 		_ = workflow.Sleep(r.ctx, wait)
 	}
 	r.look.lateDone = true
 	out, err := r.lookup(r.provKeys())
 	if err == nil {
-		r.note("reconciled: %s", out.How)
+		r.note(contract.KindSearched, "reconciled: %s", out.How)
 		r.searched(out)
 	}
 	return out, err
@@ -282,5 +282,5 @@ func (r *run) countFailed(err error) {
 // search can confirm or rule out.
 func (r *run) possibleDuplicate(why string) {
 	r.st.PossibleDuplicate = true
-	r.note("possible duplicate: %s", why)
+	r.note(contract.KindDuplicate, "possible duplicate: %s", why)
 }

@@ -30,7 +30,7 @@ func (r *run) track() (contract.State, bool) {
 		left := limit.Sub(workflow.Now(r.ctx))
 		if left <= 0 {
 			r.st.Reason = fmt.Sprintf("accepted as message %s; delivery not confirmed within %s (last status %s)", id, r.policy.TrackingLimit, r.st.DeliveryStatus)
-			r.note("%s", r.st.Reason)
+			r.note(contract.KindEnded, "%s", r.st.Reason)
 			// Its own state: a closed run, unlike Accepted, which an open
 			// run has while it tracks delivery.
 			return contract.Unconfirmed, false
@@ -42,13 +42,13 @@ func (r *run) track() (contract.State, bool) {
 		}
 		if err != nil {
 			if !notFinalYet(err) {
-				r.note("status lookup of %s failed, trying again later: %s", id, errorMessage(err))
+				r.note(contract.KindStatus, "status lookup of %s failed, trying again later: %s", id, errorMessage(err))
 			}
 			continue
 		}
 		if string(m.Status) != r.st.DeliveryStatus {
 			r.st.DeliveryStatus = string(m.Status)
-			r.note("message %s is %s", id, m.Status)
+			r.note(contract.KindStatus, "message %s is %s", id, m.Status)
 		}
 		if next, final := r.finalStatus(id, m.Status); final {
 			return next, false
@@ -96,7 +96,7 @@ func (r *run) finalStatus(id string, s provider.Status) (contract.State, bool) {
 			// already reported): the phone may well get it, and a resend
 			// would make one more. Follow it instead.
 			r.msgs.primary, r.st.DeliveryStatus = other, ""
-			r.note("message %s ended %s, but message %s of the event is alive: following it instead of asking for a resend", id, s, other)
+			r.note(contract.KindFound, "message %s ended %s, but message %s of the event is alive: following it instead of asking for a resend", id, s, other)
 			return contract.Accepted, true
 		}
 		r.msgs.primaryFailed = true
@@ -155,7 +155,7 @@ func (r *run) lastStatus(err error) {
 	}
 	if m.Status != "" && string(m.Status) != r.st.DeliveryStatus {
 		r.st.DeliveryStatus = string(m.Status)
-		r.note("message %s is %s", m.ID, m.Status)
+		r.note(contract.KindStatus, "message %s is %s", m.ID, m.Status)
 	}
 }
 

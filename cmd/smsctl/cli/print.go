@@ -39,8 +39,23 @@ func writeStatus(w io.Writer, st contract.Status) {
 		fmt.Fprintf(w, "  awaiting a decision until %s: smsctl resend|cancel %s --reason ... --by ...\n", st.DecisionDeadline.UTC().Format(time.RFC3339), st.Key)
 	}
 	fmt.Fprintln(w, "  timeline:")
-	for _, e := range st.Timeline {
-		fmt.Fprintf(w, "    %s  %s\n", e.At.UTC().Format("2006-01-02 15:04:05"), e.Text)
+	writeTimeline(w, st.Timeline)
+}
+
+// kindWidth is the width of the timeline's kind column: the longest kind.
+var kindWidth = func() int {
+	n := 0
+	for _, k := range contract.EntryKinds {
+		n = max(n, len(k))
+	}
+	return n
+}()
+
+// writeTimeline prints one line per entry: its time, its kind in a column
+// of its own (blank for an entry of a run older than kinds) and its text.
+func writeTimeline(w io.Writer, tl []contract.Entry) {
+	for _, e := range tl {
+		fmt.Fprintf(w, "    %s  %-*s  %s\n", e.At.UTC().Format("2006-01-02 15:04:05"), kindWidth, e.Kind, e.Text)
 	}
 }
 
