@@ -68,8 +68,8 @@ func TestReview7bPostgresAReplacingSettleKeepsTheMessageItReplaces(t *testing.T)
 // already names replaces it, though it knows of no message that went out
 // that the record lacks.
 //
-// Path (workflows/review7b_test.go,
-// TestReview7bAnUnconfirmedThatKnowsNothingNewReplacesACancelOfTheSameMessage):
+// Path (workflows/settle_test.go,
+// TestAnUnconfirmedThatKnowsNothingNewDoesNotReplaceACancelOfTheSameMessage):
 // run A saw m-1 end undelivered and a person cancelled: Cancelled, m-1.
 // After a reset, run B follows m-1 while every status lookup fails and
 // ends Unconfirmed m-1 at the tracking limit. B's settle replaces the

@@ -1,13 +1,14 @@
 package workflows
 
 // Tests for the paths by which faults could make a second SMS without the
-// run saying so (versionNoSilentDuplicates). Each fails on the workflow
-// as it was before that change.
+// run saying so, and for how the run tells a second live message of the
+// event from one that failed.
 
 import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,27 +21,6 @@ import (
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/reconcile"
 )
-
-// lookups mocks Reconcile with a function of the call's time since the
-// run started, and records when each call came and which keys it asked.
-type lookups struct {
-	mu    sync.Mutex
-	at    []time.Duration
-	calls []activities.ReconcileInput
-}
-
-func (h *harness) reconcileWith(f func(since time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error)) *lookups {
-	l := &lookups{}
-	h.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
-		since := h.env.Now().Sub(h.start)
-		l.mu.Lock()
-		l.at = append(l.at, since)
-		l.calls = append(l.calls, in)
-		l.mu.Unlock()
-		return f(since, in)
-	})
-	return l
-}
 
 // unknownThenAccepted mocks Send: attempt 1 ends without an answer
 // (reason), attempt 2 is accepted as message id, and the activity reports
@@ -174,13 +154,19 @@ func TestOneLastAttemptCollectsTheStoredAnswerBeforeTheWindowCloses(t *testing.T
 func downThenAwaiting(h *harness) {
 	h.prepared()
 	h.planResends()
+	h.unknownUntilResent()
+	h.statuses(provider.StatusDelivered)
+}
+
+// unknownUntilResent mocks Send: every attempt under the event key ends
+// without an answer (a 502); a resend is accepted as m-9.
+func (h *harness) unknownUntilResent() {
 	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
 		if in.Request.Key == key {
 			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: 502" })
 		}
 		return accepted("m-9", attempt, provider.Accepted), nil
 	})
-	h.statuses(provider.StatusDelivered)
 }
 
 var errSearch = errors.New("bird: list messages: answer 503: upstream down")
@@ -192,9 +178,7 @@ func TestNoResendPastTheWindowWithoutASearchUnlessForced(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	downThenAwaiting(h)
-	calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
-		return activities.ReconcileOutput{}, errSearch
-	})
+	calls := h.searchesFail(errSearch)
 	var waiting contract.Status
 	h.signal(4*time.Hour, contract.SignalResend, map[string]any{"reason": "customer called", "by": "alice"})
 	h.env.RegisterDelayedCallback(func() { waiting = h.query() }, 5*time.Hour)
@@ -275,15 +259,7 @@ func TestADecisionDuringTheResendIsRefused(t *testing.T) {
 		}
 		return accepted("m-2", attempt, provider.Accepted), nil
 	})
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
-		if err := activities.FirstWait(ctx, in); err != nil {
-			return provider.Message{}, err
-		}
-		if in.MessageID == "m-1" {
-			return provider.Message{ID: "m-1", Status: provider.StatusFailed}, nil
-		}
-		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
-	})
+	h.statusByID(map[string]provider.Status{"m-1": provider.StatusFailed})
 	var plans int
 	var mu sync.Mutex
 	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).After(time.Minute).Return(func(_ context.Context, in activities.PlanInput) (provider.Request, error) {
@@ -331,9 +307,7 @@ func TestAResumedEventReconcilesEveryKeyAndNeverReusesAResendKey(t *testing.T) {
 		mu.Unlock()
 		return h.request(in.SendKey), nil
 	})
-	calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
-		return activities.ReconcileOutput{Searched: true, ByKey: true}, nil
-	})
+	calls := h.reconcileReturns(activities.ReconcileOutput{Searched: true, ByKey: true})
 	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
 		return accepted("m-3", attempt, provider.Accepted), nil
 	})
@@ -433,15 +407,7 @@ func TestAResendWaitsForAHungAttemptBeforeSending(t *testing.T) {
 	h.prepared()
 	h.planResends()
 	h.unknownThenAccepted("m-2", "bird: unknown")
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
-		if err := activities.FirstWait(ctx, in); err != nil {
-			return provider.Message{}, err
-		}
-		if in.MessageID == "m-2" {
-			return provider.Message{ID: "m-2", Status: provider.StatusFailed}, nil
-		}
-		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
-	})
+	h.statusByID(map[string]provider.Status{"m-2": provider.StatusFailed})
 	lands := 40 * time.Second
 	h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		msgs := []provider.Message{{ID: "m-2", Reference: key, Status: provider.StatusFailed}}
@@ -502,4 +468,137 @@ func TestSeveralUnknownAttemptsAtSendyArePossibleDuplicates(t *testing.T) {
 	require.Equal(t, contract.Cancelled, res.State)
 	require.True(t, res.PossibleDuplicate)
 	require.True(t, timelineHas(h.query(), "3 attempts of "+key+" ended without a certain answer at bird, which cannot be searched by key"))
+}
+
+// hungThenDelivered is the Bird lock-expiry path of
+// TestALateEffectOfAHungAttemptIsFoundBeforeSettling: attempt 1 hangs,
+// attempt 2 is accepted as a new message m-2, and the search at
+// acceptance finds only m-2 (the hung attempt has not landed yet). Every
+// later search fails.
+func (h *harness) hungThenDelivered() *lookups {
+	h.unknownThenAccepted("m-2", "bird: no answer (timed out)")
+	calls := h.reconcileSlow(nil, func(n int, _ time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		if n == 1 {
+			return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-2", Reference: key, Status: provider.StatusSent}}}, nil
+		}
+		return activities.ReconcileOutput{}, errors.New("bird: 503 on the list endpoint")
+	})
+	h.statuses(provider.StatusDelivered)
+	return calls
+}
+
+// A run whose message is delivered but whose look after the late-effect
+// horizon fails says nothing about the hung attempt.
+//
+// Path (Bird): attempt 1 hangs and takes effect later (within the 30 s
+// lock, or after it expired) as m-1; attempt 2 is accepted as m-2 (not a
+// replay: the lock expired, or Bird stored no 5xx answer). The search at
+// acceptance is by key and finds only m-2, so no possibleDuplicate; the
+// run arms the late look for attempt 1. Every search after the horizon
+// fails (503 on the list endpoint, a 401 during a credential rotation),
+// while tracking and before settling. The run ends Delivered with
+// messageIds [m-2], no possibleDuplicate, no outcomeUnknown: mayHaveSent
+// runs only for Cancelled and Failed, and settleKnown's "could not be
+// searched" possibleDuplicate only for keys another run used. With m-1
+// alive the phone has two SMS and the result hides the second (the
+// simulation's "silent duplicate"). Compare
+// TestALateEffectOfAHungAttemptIsFoundBeforeSettling, the same path
+// with the late look succeeding (duplicateSend), and sent(), which says
+// possibleDuplicate when the search at acceptance cannot go by key.
+func TestADeliveredRunWhoseLateLookFailsDoesNotHideTheHungAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	calls := h.hungThenDelivered()
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.True(t, timelineHasKind(h.query(), contract.KindSearchFailed), "the late look failed")
+	require.Greater(t, len(calls.calls), 1, "the late look was tried")
+	require.True(t, res.PossibleDuplicate || res.OutcomeUnknown,
+		"attempt 1 may have sent a second SMS and no search after it could take effect succeeded, yet the result says neither possibleDuplicate nor outcomeUnknown: %+v", res)
+}
+
+// When the followed message fails while another live message of the
+// event is known, the run asks for a resend.
+//
+// Path: attempt 1 ends without an answer, attempt 2 is accepted as m-2;
+// the search at acceptance finds m-1 (attempt 1's) and m-2, both alive
+// under the event key: duplicateSend. The run follows m-2 (its own
+// answer), whose delivery fails: finalStatus() sets AwaitingDecision,
+// "message m-2 ended failed: a resend is a new message under a new key",
+// although m-1 is alive (in r.live) and the phone may well get it. A
+// resend would make a third message; with no decision the run ends Failed
+// after 72h. It should follow m-1 (to Delivered here) and not ask.
+func TestAFailedMessageBesideALiveOneFollowsTheLiveOne(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.planResends()
+	h.unknownThenAccepted("m-2", "bird: no answer (timed out)")
+	// The provider's records agree with its status lookups: m-2 is failed
+	// once a lookup said so; m-1 stays alive.
+	var m2Failed atomic.Bool
+	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		m2 := provider.StatusSent
+		if m2Failed.Load() {
+			m2 = provider.StatusFailed
+		}
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{
+			{ID: "m-1", Reference: key, Status: provider.StatusSent},
+			{ID: "m-2", Reference: key, Status: m2},
+		}}, nil
+	})
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
+		if in.MessageID == "m-2" {
+			m2Failed.Store(true)
+			return provider.Message{ID: "m-2", Status: provider.StatusFailed}, nil
+		}
+		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
+	})
+	h.run()
+	res, _ := h.result()
+	require.True(t, res.DuplicateSend, "two live messages under the event key")
+	s := h.query()
+	require.False(t, timelineHasKind(s, contract.KindAwaitingDecision),
+		"m-2 failed while m-1 of the event is alive, yet the run asked for a resend; it ended %s: %s", res.State, res.Reason)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Equal(t, "m-1", h.settled.MessageID)
+	require.Empty(t, res.ResendKeys)
+}
+
+// live bookkeeping: m-1 accepted (live), then failed; the resend's m-2 is
+// delivered. A later look that sees m-1 failed and m-2 delivered is no
+// duplicate.
+func TestAFailedThenResentMessageIsNoDuplicate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.planResends()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
+			if attempt == 1 {
+				return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+			}
+			out := accepted("m-1", attempt, provider.Replayed)
+			out.Uncertain, out.UncertainSince = true, h.start
+			return out, nil
+		}
+		return accepted("m-2", attempt, provider.Accepted), nil
+	})
+	h.statusByID(map[string]provider.Status{"m-1": provider.StatusFailed})
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{
+		{ID: "m-1", Reference: key, Status: provider.StatusFailed},
+		{ID: "m-2", Reference: key + "~resend-1", Status: provider.StatusDelivered},
+	}})
+	h.signal(time.Hour, contract.SignalResend, map[string]string{"reason": "failed", "by": "alice"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.False(t, res.DuplicateSend, "%v", timelineTexts(h.query()))
 }

@@ -32,13 +32,10 @@ func (h *harness) planned() *[]activities.PlanInput {
 	return &calls
 }
 
-// uncertainThenMovedToSendy runs an event with Sendy as its fallback:
-// Bird's attempt 1 ends without an answer and every later one is
-// answered not executed; every search finds nothing; Sendy accepts and
-// the message is delivered. It returns the searches and the plans.
-func (h *harness) uncertainThenMovedToSendy() (*lookups, *[]activities.PlanInput) {
-	h.t.Helper()
-	h.prepared()
+// uncertainAtBirdThenSendy mocks Send: Bird's attempt 1 ends without an
+// answer and every later one is answered not executed; Sendy accepts as
+// s-1.
+func (h *harness) uncertainAtBirdThenSendy() {
 	via := key + "~via-sendy"
 	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
 		switch {
@@ -49,15 +46,22 @@ func (h *harness) uncertainThenMovedToSendy() (*lookups, *[]activities.PlanInput
 		}
 		return activities.SendOutput{}, failAttempt(provider.NotExecuted, attempt)
 	})
+}
+
+// uncertainThenMovedToSendy runs an event with Sendy as its fallback:
+// Bird's attempt 1 ends without an answer and every later one is
+// answered not executed; every search finds nothing; Sendy accepts and
+// the message is delivered. It returns the searches and the plans.
+func (h *harness) uncertainThenMovedToSendy() (*lookups, *[]activities.PlanInput) {
+	h.t.Helper()
+	h.prepared()
+	h.uncertainAtBirdThenSendy()
 	calls := h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		return activities.ReconcileOutput{Searched: true, ByKey: true, LastUncertainAt: h.start}, nil
 	})
 	plans := h.planned()
 	h.statuses(provider.StatusDelivered)
-	in := input
-	in.Fallback = "sendy"
-	h.env.ExecuteWorkflow(contract.WorkflowName, in)
-	require.True(h.t, h.env.IsWorkflowCompleted())
+	h.runWithFallback("sendy")
 	return calls, plans
 }
 
@@ -117,10 +121,7 @@ func TestNoFailoverFromAnUnsearchableUncertainOutcome(t *testing.T) {
 		return activities.ReconcileOutput{Searched: false, LastUncertainAt: h.start}, nil
 	})
 	plans := h.planned()
-	in := input
-	in.Fallback = "sendy"
-	h.env.ExecuteWorkflow(contract.WorkflowName, in)
-	require.True(t, h.env.IsWorkflowCompleted())
+	h.runWithFallback("sendy")
 	res, err := h.result()
 	require.Error(t, err)
 	require.Equal(t, contract.Failed, res.State, "no decision came")
@@ -149,10 +150,7 @@ func TestNotExecutedProofComesFromTheLedger(t *testing.T) {
 		})
 		plans := h.planned()
 		h.statuses(provider.StatusDelivered)
-		in := input
-		in.Fallback = "sendy"
-		h.env.ExecuteWorkflow(contract.WorkflowName, in)
-		require.True(t, h.env.IsWorkflowCompleted())
+		h.runWithFallback("sendy")
 		res, _ := h.result()
 		if ledgerSays {
 			require.Equal(t, contract.Delivered, res.State, res.Reason)

@@ -1,9 +1,9 @@
 package workflows
 
 // The paths of issue "the send is never forgotten, hidden or dropped",
-// one test each: every one of them failed on the workflow code before
-// versionNothingForgotten (with the activities as they are now) and
-// passes since.
+// one test each: an attempt that may have sent is looked for before the
+// run settles, a message found is reported, a decision acknowledged is
+// carried out, and a send that never began is sent again.
 
 import (
 	"context"
@@ -103,9 +103,7 @@ func TestFailedSearchesStillGetALastLookAndSaySo(t *testing.T) {
 	h.recall = func(activities.RecallInput) activities.RecallOutput {
 		return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 9, LastUncertainAt: last}
 	}
-	calls := h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
-		return activities.ReconcileOutput{}, errors.New("bird: 503 on the list endpoint")
-	})
+	calls := h.searchesFail(errors.New("bird: 503 on the list endpoint"))
 	cancelAt := h.policy.SendBudget() + 4*time.Hour
 	h.signal(cancelAt, contract.SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
 	h.run()
@@ -212,10 +210,7 @@ func TestARunThatMovedLooksOnceMoreAtTheProviderItLeft(t *testing.T) {
 	})
 	h.planned()
 	h.statuses(provider.StatusSent, provider.StatusDelivered)
-	in := input
-	in.Fallback = "sendy"
-	h.env.ExecuteWorkflow(contract.WorkflowName, in)
-	require.True(t, h.env.IsWorkflowCompleted())
+	h.runWithFallback("sendy")
 	res, err := h.result()
 	require.NoError(t, err)
 	require.Equal(t, contract.Delivered, res.State)
@@ -281,14 +276,7 @@ func TestTheSettleRefusesKeysTheRunDoesNotKnow(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	downThenAwaiting(h)
-	calls := h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
-		for _, k := range in.Keys {
-			if k == key+"~resend-1" {
-				return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-7", Reference: k, Status: provider.StatusDelivered}}}, nil
-			}
-		}
-		return activities.ReconcileOutput{Searched: true, ByKey: true}, nil
-	})
+	calls := h.reconcileByKey(map[string]provider.Message{key + "~resend-1": {ID: "m-7", Status: provider.StatusDelivered}})
 	h.settleUnknown = &activities.SettleOutput{UnknownKeys: []activities.SendKey{{Key: key + "~resend-1", FirstAttemptAt: h.start.Add(4 * time.Hour)}}}
 	h.signal(h.policy.SendBudget()+time.Hour, contract.SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
 	h.run()
@@ -325,16 +313,31 @@ func TestAVanishedMessageIsAnUnknownOutcome(t *testing.T) {
 		}, bound(contract.Decision{Action: contract.ActionResend, Reason: "customer called", By: "alice"}))
 	}, h.policy.SendBudget()+time.Hour)
 	h.signal(h.policy.SendBudget()+2*time.Hour, contract.SignalCancel, map[string]string{"reason": "gave up", "by": "alice"})
-	in := input
-	in.Fallback = "sendy"
-	h.env.ExecuteWorkflow(contract.WorkflowName, in)
-	require.True(t, h.env.IsWorkflowCompleted())
+	h.runWithFallback("sendy")
 	res, _ := h.result()
 	require.Empty(t, *plans, "no failover on a message that vanished")
 	require.Error(t, refused, "a plain resend is blind here")
 	require.Equal(t, contract.Cancelled, res.State)
 	require.Contains(t, res.MessageIDs, "m-1")
 	require.True(t, res.OutcomeUnknown, res.Reason)
+}
+
+// queuedThenAccepted mocks Send: the first queued sends wait in the task
+// queue for 4 h, past their budget, and none of them begins an attempt;
+// every later one is accepted as m-1. The ledger (Recall) holds the
+// attempts that began, none before the first.
+func (h *harness) queuedThenAccepted(queued int) {
+	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).After(4*time.Hour).Return(activities.SendOutput{}, errors.New("never reached")).Times(queued)
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-1", attempt, provider.Accepted), nil
+	})
+	h.recall = func(activities.RecallInput) activities.RecallOutput {
+		// Recall calls h.recall with h.mu held: h.sends are the sends that began.
+		if len(h.sends) == 0 {
+			return activities.RecallOutput{} // the ledger holds no attempt
+		}
+		return activities.RecallOutput{FirstAttemptAt: h.env.Now(), Attempts: len(h.sends)}
+	}
 }
 
 // 7. The send waits in the task queue past its budget: no attempt began,
@@ -344,23 +347,7 @@ func TestASendThatNeverLeftTheQueueIsSentAgain(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	var mu sync.Mutex
-	calls := 0
-	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).After(4*time.Hour).Return(activities.SendOutput{}, errors.New("never reached")).Once()
-	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		return accepted("m-1", 1, provider.Accepted), nil
-	})
-	h.recall = func(activities.RecallInput) activities.RecallOutput {
-		mu.Lock()
-		defer mu.Unlock()
-		if calls == 0 {
-			return activities.RecallOutput{} // the ledger holds no attempt
-		}
-		return activities.RecallOutput{FirstAttemptAt: h.env.Now(), Attempts: calls}
-	}
+	h.queuedThenAccepted(1)
 	h.statuses(provider.StatusDelivered)
 	h.run()
 	res, err := h.result()
@@ -368,6 +355,38 @@ func TestASendThatNeverLeftTheQueueIsSentAgain(t *testing.T) {
 	require.Equal(t, contract.Delivered, res.State, res.Reason)
 	require.Equal(t, []string{key}, res.KeysUsed)
 	require.True(t, timelineHas(h.query(), "never left the task queue"))
+}
+
+// 7, for a resend key: a resend key is reported as "N tries" of its
+// window with no attempt begun, counting the windows of the key before
+// it.
+//
+// Path: three windows of the event key end with no attempt begun (the
+// send waited in the task queue each time; the ledger holds no attempt):
+// notSentLoops reaches 3 and the run awaits a decision, "no attempt ...
+// ever began in 3 tries ... a plain resend is safe". A person resends;
+// the first window of ~resend-1 ends the same way. notSentLoops is not
+// reset for the new key, so it is 4 and the run awaits a decision again
+// at once ("no attempt under ~resend-1 ever began in 4 tries"), after one
+// window of that key, instead of sending it again as it does for a key's
+// first windows. With no second decision it ends Failed.
+func TestANewResendKeyCountsItsOwnWindowsWithNoAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.planResends()
+	h.queuedThenAccepted(4)
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true, ByKey: true})
+	h.statuses(provider.StatusDelivered)
+	h.signal(12*time.Hour+30*time.Minute, contract.SignalResend, map[string]string{"reason": "nothing ever left", "by": "frank"})
+	h.run()
+	res, _ := h.result()
+	s := h.query()
+	require.True(t, timelineHas(s, "no attempt under "+key+" ever began in 3 tries"), "the event key awaited a decision after its third window")
+	require.False(t, timelineHas(s, "~resend-1 ever began in 4 tries"),
+		"the first window of ~resend-1 with no attempt is counted as its 4th: the run awaits a decision instead of sending the key again (%s)", res.Reason)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Equal(t, []string{key, key + "~resend-1"}, res.KeysUsed)
 }
 
 // A replay that carries the message's final status is taken as it: the
@@ -447,17 +466,9 @@ func TestATakeoverKeepsTheRunsNewerKey(t *testing.T) {
 	h.planResends()
 	h.statuses(provider.StatusDelivered)
 	resend := key + "~resend-1"
-	var mu sync.Mutex
-	fenced := false
-	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case in.Request.Key == key:
+	h.sendFencedOnce(underANewKey, func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
 			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: 502" })
-		case !fenced:
-			fenced = true
-			return activities.SendOutput{}, temporal.NewNonRetryableApplicationError("ledger: the event is held by another run", activities.ErrFenced, nil)
 		}
 		return accepted("m-9", attempt, provider.Accepted), nil
 	})
@@ -465,9 +476,7 @@ func TestATakeoverKeepsTheRunsNewerKey(t *testing.T) {
 		Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start,
 		SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
 	}, nil).Once()
-	h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
-		return activities.ReconcileOutput{Searched: true, ByKey: true}, nil
-	})
+	h.reconcileReturns(activities.ReconcileOutput{Searched: true, ByKey: true})
 	h.signal(h.policy.SendBudget()+time.Hour, contract.SignalResend, map[string]string{"reason": "customer called", "by": "olga"})
 	h.run()
 	res, err := h.result()

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"context"
 	"errors"
 	"go/ast"
 	"go/parser"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/smsorch/activities"
@@ -114,9 +112,7 @@ func TestEveryTimelineEntryHasAKindOfTheClosedSet(t *testing.T) {
 		"search fails, then a cancel": {
 			run: func(h *harness) {
 				unknown(h)
-				h.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(func(context.Context, activities.ReconcileInput) (activities.ReconcileOutput, error) {
-					return activities.ReconcileOutput{}, errors.New("bird: 503 service unavailable")
-				})
+				h.searchesFail(errors.New("bird: 503 service unavailable"))
 				h.signal(5*time.Hour, contract.SignalResend, map[string]string{"reason": "customer says nothing arrived", "by": "alice"})
 				h.signal(6*time.Hour, contract.SignalCancel, map[string]string{"reason": "order cancelled", "by": "dave"})
 				h.run()

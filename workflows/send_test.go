@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/acme/smsorch/activities"
@@ -57,19 +58,47 @@ type harness struct {
 	states []string
 	// settleUnknown, when set, answers the first checked Settle.
 	settleUnknown *activities.SettleOutput
+	// ledgerDown, when set, says when (since the start) Recall fails.
+	ledgerDown func(since time.Duration) bool
 }
 
-func newHarness(t *testing.T) *harness {
+// quiet is the log level of a harness whose run logs only what its test
+// makes happen (a ledger that is down, searches that fail): none.
+const quiet = zap.ErrorLevel + 1
+
+// newBareHarness is the test environment of one run of SendSMS under
+// the event key, with the SmsState values it upserts observed and no
+// activity mocked; logs is the least level its logger shows. Each
+// harness adds its Settle and Recall: testify answers with the first
+// expectation registered, so a mock set here could not be replaced.
+func newBareHarness(t *testing.T, logs zapcore.Level) *harness {
 	t.Helper()
 	var ts testsuite.WorkflowTestSuite
-	ts.SetLogger(logging.SDK(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))))
+	ts.SetLogger(logging.SDK(zaptest.NewLogger(t, zaptest.Level(logs))))
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(SendSMS, workflow.RegisterOptions{Name: contract.WorkflowName})
 	env.RegisterActivity(&activities.Activities{})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: key})
 	h := &harness{t: t, env: env, start: env.Now(), policy: activities.DefaultPolicy()}
 	observeStates(h)
-	env.OnActivity(a.Settle, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) (activities.SettleOutput, error) {
+	return h
+}
+
+// newHarness is the usual harness: a ledger that keeps the settle that
+// ranks highest and recalls the mocked sends.
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := newBareHarness(t, zap.WarnLevel)
+	h.settleByRank()
+	h.recallTheSends()
+	return h
+}
+
+// settleByRank mocks Settle as the ledger does: the first settle wins
+// unless a later one ranks higher, and the answer is what it keeps
+// (settleErr and settleUnknown, when set, answer instead).
+func (h *harness) settleByRank() {
+	h.env.OnActivity(a.Settle, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) (activities.SettleOutput, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.settles = append(h.settles, in)
@@ -85,7 +114,17 @@ func newHarness(t *testing.T) *harness {
 		}
 		return activities.SettleOutput{Outcome: h.settled.Outcome, Reason: h.settled.Reason, MessageID: h.settled.MessageID}, nil
 	}).Maybe()
-	env.OnActivity(a.Recall, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.RecallInput) (activities.RecallOutput, error) {
+}
+
+// recallTheSends mocks Recall: h.recall answers when set; by default the
+// ledger holds the mocked sends under their keys, none of them
+// uncertain. While ledgerDown says so, Recall fails with an error a
+// retry could fix.
+func (h *harness) recallTheSends() {
+	h.env.OnActivity(a.Recall, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.RecallInput) (activities.RecallOutput, error) {
+		if h.ledgerDown != nil && h.ledgerDown(h.env.Now().Sub(h.start)) {
+			return activities.RecallOutput{}, temporal.NewApplicationError("ledger: connection refused", "LedgerUnavailable")
+		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.recall != nil {
@@ -102,7 +141,6 @@ func newHarness(t *testing.T) *harness {
 		}
 		return out, nil
 	}).Maybe()
-	return h
 }
 
 func (h *harness) request(k string) provider.Request {
@@ -116,7 +154,8 @@ func (h *harness) prepared() {
 	}, nil).Once()
 }
 
-// sendWith mocks Send with a function of the attempt number and the key.
+// sendWith mocks Send with a function of the attempt number and the
+// input, and records each input and when it came.
 func (h *harness) sendWith(f func(attempt int32, in activities.SendInput) (activities.SendOutput, error)) {
 	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
 		h.mu.Lock()
@@ -125,6 +164,17 @@ func (h *harness) sendWith(f func(attempt int32, in activities.SendInput) (activ
 		h.mu.Unlock()
 		return f(activity.GetInfo(ctx).Attempt, in)
 	})
+}
+
+// sentKeys are the keys of the mocked sends, one an attempt.
+func (h *harness) sentKeys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var keys []string
+	for _, s := range h.sends {
+		keys = append(keys, s.Request.Key)
+	}
+	return keys
 }
 
 func accepted(id string, attempt int32, outcome provider.Outcome) activities.SendOutput {
@@ -156,16 +206,120 @@ func (h *harness) statuses(ss ...provider.Status) {
 	})
 }
 
-func (h *harness) reconcileReturns(outs ...activities.ReconcileOutput) *[]activities.ReconcileInput {
-	var mu sync.Mutex
-	var calls []activities.ReconcileInput
-	h.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls = append(calls, in)
-		return outs[min(len(calls)-1, len(outs)-1)], nil
+// statusByID mocks Status with a status per message id; a message it
+// does not name is delivered.
+func (h *harness) statusByID(by map[string]provider.Status) {
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
+		s, ok := by[in.MessageID]
+		if !ok {
+			s = provider.StatusDelivered
+		}
+		return provider.Message{ID: in.MessageID, Status: s}, nil
 	})
-	return &calls
+}
+
+// lookups records the searches a mocked Reconcile answered: when each
+// began, since the run started, and what it asked.
+type lookups struct {
+	mu    sync.Mutex
+	at    []time.Duration
+	calls []activities.ReconcileInput
+}
+
+// searchesAt counts the searches at provider p (its canonical name).
+func (l *lookups) searchesAt(p string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.calls {
+		if canonical(c.Provider) == p {
+			n++
+		}
+	}
+	return n
+}
+
+// reconcileSlow mocks Reconcile: search n (from 1), begun since after the
+// run's start, takes delay(n, since) on the workflow clock (no time when
+// delay is nil), as a provider that hangs, and then answers f(n, since,
+// in). A run's searches never overlap; delay and f are called one search
+// at a time. (The test environment makes an activity slow with
+// OnActivity(...).After(d) or .AfterFn(f), d on the workflow clock, not
+// real time.)
+func (h *harness) reconcileSlow(delay func(n int, since time.Duration) time.Duration, f func(n int, since time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error)) *lookups {
+	l := &lookups{}
+	n := 0
+	var since time.Duration
+	h.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).AfterFn(func() time.Duration {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		n, since = n+1, h.env.Now().Sub(h.start)
+		if delay == nil {
+			return 0
+		}
+		return delay(n, since)
+	}).Return(func(_ context.Context, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.at = append(l.at, since)
+		l.calls = append(l.calls, in)
+		return f(n, since, in)
+	})
+	return l
+}
+
+// reconcileWith mocks Reconcile with a function of the search's time
+// since the run started.
+func (h *harness) reconcileWith(f func(since time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error)) *lookups {
+	return h.reconcileSlow(nil, func(_ int, since time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return f(since, in)
+	})
+}
+
+// reconcileReturns answers the searches with outs in turn, repeating the
+// last.
+func (h *harness) reconcileReturns(outs ...activities.ReconcileOutput) *lookups {
+	return h.reconcileSlow(nil, func(n int, _ time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return outs[min(n-1, len(outs)-1)], nil
+	})
+}
+
+// searchesFail makes every search fail with err.
+func (h *harness) searchesFail(err error) *lookups {
+	return h.reconcileWith(func(time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return activities.ReconcileOutput{}, err
+	})
+}
+
+// searchDown is a search that fails (not retried, to keep a test short):
+// the provider refuses it, as every request during a credential
+// rotation.
+func searchDown() error {
+	return temporal.NewNonRetryableApplicationError("bird: 401 unauthorized", "ProviderUnauthorized", nil)
+}
+
+// reconcileByKey mocks Reconcile as a search by key that finds, under
+// each key asked, the message byKey gives it.
+func (h *harness) reconcileByKey(byKey map[string]provider.Message) *lookups {
+	return h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		return foundByKey(in, byKey), nil
+	})
+}
+
+// foundByKey is a search by key that finds, under each key asked, the
+// message byKey gives it (its Reference the key).
+func foundByKey(in activities.ReconcileInput, byKey map[string]provider.Message) activities.ReconcileOutput {
+	out := activities.ReconcileOutput{Searched: true, ByKey: true}
+	for _, k := range in.Keys {
+		if m, ok := byKey[k]; ok {
+			m.Reference = k
+			out.Messages = append(out.Messages, m)
+		}
+	}
+	return out
 }
 
 // signal sends a person's decision after a while. A payload that names no
@@ -195,8 +349,13 @@ func bound(d contract.Decision) contract.Decision {
 	return d
 }
 
-func (h *harness) run() {
-	h.env.ExecuteWorkflow(contract.WorkflowName, input)
+func (h *harness) run() { h.runWithFallback("") }
+
+// runWithFallback runs the event with a fallback provider ("": none).
+func (h *harness) runWithFallback(fallback string) {
+	in := input
+	in.Fallback = fallback
+	h.env.ExecuteWorkflow(contract.WorkflowName, in)
 	require.True(h.t, h.env.IsWorkflowCompleted())
 	h.query() // every entry of the run's timeline has a kind of the closed set
 }
@@ -238,6 +397,15 @@ func timelineHas(s contract.Status, sub string) bool {
 		}
 	}
 	return false
+}
+
+// timelineTexts is the timeline's text, an entry a line.
+func timelineTexts(s contract.Status) string {
+	var out []string
+	for _, e := range s.Timeline {
+		out = append(out, e.Text)
+	}
+	return strings.Join(out, "\n")
 }
 
 // timelineHasKind reports whether the timeline has an entry of kind.
@@ -392,8 +560,8 @@ func TestTrackingEndsAtTheLimitWithTheLastStatusSeen(t *testing.T) {
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
-	// Since version 6 a closed run that could not confirm delivery is
-	// Unconfirmed, a state of its own: Accepted is only ever an open run.
+	// A closed run that could not confirm delivery is Unconfirmed, a
+	// state of its own: Accepted is only ever an open run.
 	require.Equal(t, contract.Unconfirmed, res.State)
 	require.Contains(t, h.query().Reason, "delivery not confirmed within 3m0s (last status sent)")
 	require.True(t, timelineHas(h.query(), "message m-1 is sent"))
@@ -523,8 +691,8 @@ func TestWindowClosesThenReconcileThenNoDecision(t *testing.T) {
 	last := h.sendAt[len(h.sendAt)-1]
 	require.Less(t, last, h.policy.SendBudget(), "no attempt starts after the window minus the margin")
 	require.Greater(t, last, h.policy.SendBudget()-h.policy.MaxBackoff-time.Minute, "retries go on until then")
-	require.Len(t, *calls, 1)
-	require.Equal(t, []string{key}, (*calls)[0].Keys)
+	require.Len(t, calls.calls, 1)
+	require.Equal(t, []string{key}, calls.calls[0].Keys)
 
 	require.Equal(t, contract.AwaitingDecision, atAwaiting.State)
 	require.True(t, timelineHas(atAwaiting, "ran out with the outcome unknown; last answer: bird: 502 bad gateway"))
@@ -564,8 +732,8 @@ func TestResendAfterTheWindowReconcilesThenSendsUnderTheResendKey(t *testing.T) 
 	require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys)
 	require.Equal(t, contract.BasisReconciled, res.Resends[0].Basis)
 	require.Equal(t, []string{"m-2"}, res.MessageIDs)
-	require.Len(t, *calls, 2, "reconciled when the window closed and again before the resend")
-	require.Equal(t, []string{key}, (*calls)[1].Keys)
+	require.Len(t, calls.calls, 2, "reconciled when the window closed and again before the resend")
+	require.Equal(t, []string{key}, calls.calls[1].Keys)
 	lastSend := h.sends[len(h.sends)-1]
 	require.Equal(t, key+"~resend-1", lastSend.Request.Key)
 	s := h.query()
@@ -606,18 +774,7 @@ func TestFailedDeliveryThenResendInsideTheWindowSkipsReconcile(t *testing.T) {
 		}
 		return accepted("m-2", attempt, provider.Accepted), nil
 	})
-	var mu sync.Mutex
-	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
-		if err := activities.FirstWait(ctx, in); err != nil {
-			return provider.Message{}, err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if in.MessageID == "m-1" {
-			return provider.Message{ID: "m-1", Status: provider.StatusFailed}, nil
-		}
-		return provider.Message{ID: "m-2", Status: provider.StatusDelivered}, nil
-	})
+	h.statusByID(map[string]provider.Status{"m-1": provider.StatusFailed, "m-2": provider.StatusDelivered})
 	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(key+"~resend-1"), nil)
 	h.signal(time.Minute, contract.SignalResend, map[string]string{"reason": "handset was off", "by": "carol"})
 	h.run()

@@ -53,6 +53,16 @@ func observeStates(h *harness) {
 	}).Return().Maybe()
 }
 
+// smsStates returns the SmsState values the run upserted, in order
+// (observeStates records them for every harness).
+func (h *harness) smsStates() func() []string {
+	return func() []string {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return slices.Clone(h.states)
+	}
+}
+
 // diagramEdge is one "A --> B" line of a Mermaid state diagram.
 var diagramEdge = regexp.MustCompile(`^\s*(\[\*\]|\w+)\s*-->\s*(\[\*\]|\w+)`)
 
