@@ -113,13 +113,16 @@ func (r *run) checkState(d contract.Decision) error {
 	if r.dec.pending != nil {
 		return fmt.Errorf("refused: a %s decided by %s is already being applied; the run takes one decision at a time", r.dec.pending.Action, r.dec.pending.By)
 	}
-	if !workflow.Now(r.ctx).Before(r.st.DecisionDeadline) {
-		return fmt.Errorf("refused: the decision deadline passed at %s; the run ends without a decision", r.st.DecisionDeadline.UTC().Format(time.RFC3339))
+	if deadline := r.st.DecisionDeadline.UTC().Format(time.RFC3339); !workflow.Now(r.ctx).Before(r.st.DecisionDeadline) {
+		if w := r.dec.deferred; w != nil {
+			return fmt.Errorf("refused: the decision deadline passed at %s, and no decision is taken after it; the resend decided by %s, which waits for a search, is still carried out if the search running now succeeds and finds no message of the event, else the run ends Failed", deadline, w.By)
+		}
+		return fmt.Errorf("refused: the decision deadline passed at %s; the run ends without a decision", deadline)
 	}
 	if err := r.checkMove(d); err != nil {
 		return err
 	}
-	if unforcedResend(d) && r.look.last == searchMute {
+	if unforcedResend(d) && r.look.mute() {
 		return fmt.Errorf("refused: %s's records cannot be searched for this event (no list endpoint and no message id recorded), so whether an SMS went out is unknown and a resend could make a second one: resend with \"force\": true and a reason to send anyway, or cancel", r.st.Provider)
 	}
 	return nil
@@ -216,7 +219,7 @@ func (r *run) await() (contract.State, bool) {
 		// While the last search failed the run searches again every
 		// ReconcileRetry, and once more at the deadline: a resend that
 		// waits for a search gets one before the wait ends.
-		retry := r.look.last == searchFailed
+		retry := r.look.retrying()
 		if retry {
 			left = min(left, r.policy.ReconcileRetry)
 		}
@@ -263,7 +266,7 @@ func (r *run) searchWhileWaiting() (next contract.State, done bool) {
 		}
 		return r.decidedWhileFound(), true
 	}
-	if r.look.last == searchFailed {
+	if r.look.retrying() {
 		return "", false
 	}
 	if r.dec.pending == nil && r.dec.deferred != nil {
@@ -275,7 +278,7 @@ func (r *run) searchWhileWaiting() (next contract.State, done bool) {
 	if r.dec.pending != nil {
 		// A decision taken while this search ran (or the resend that
 		// waited for it) goes on from it: a resend needs no other.
-		r.dec.freshSearch = r.look.last != searchMute && !r.recheckPending()
+		r.dec.freshSearch = !r.look.mute() && !r.recheckPending()
 	}
 	return "", false
 }
@@ -385,25 +388,28 @@ func (r *run) resendSearches() (search, fresh bool) {
 func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind string, st contract.State, stop bool) {
 	basis = contract.BasisReconciled
 	r.setState(contract.Reconciling)
-	if r.recheckPending() {
+	late, lateAt := r.recheckPending(), r.look.lateAt
+	if late {
 		// A hung attempt may still land: the search waits for it, and
 		// is then the late look too.
-		if wait := r.look.lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
-			r.note(contract.KindWaiting, "waiting until %s before the resend: an attempt without a certain answer could still take effect", r.look.lateAt.UTC().Format(time.RFC3339))
+		if wait := lateAt.Sub(workflow.Now(r.ctx)); wait > 0 {
+			r.note(contract.KindWaiting, "waiting until %s before the resend: an attempt without a certain answer could still take effect", lateAt.UTC().Format(time.RFC3339))
 			_ = workflow.Sleep(r.ctx, wait)
 		}
-		r.look.lateDone = true
 	}
 	out, err := r.lookup(r.provKeys())
 	switch {
 	case err == nil:
 		r.note(contract.KindSearched, "reconciled before the resend: %s", out.How)
 		r.searched(out)
+		if late {
+			r.lateLookMade(lateAt)
+		}
 		if r.adopt(out) {
 			r.note(contract.KindResendHeld, "resend not needed: a message of this event is alive; following it instead")
 			return basis, "", contract.Accepted, true
 		}
-		if r.look.last == searchMute {
+		if r.look.mute() {
 			if !d.Force {
 				r.st.Reason = fmt.Sprintf("the resend decided by %s is not carried out: %s's records cannot speak for this event (%s), so a resend would be blind; decide resend with \"force\": true to send anyway, or cancel", d.By, r.st.Provider, out.How)
 				r.note(contract.KindResendHeld, "%s", r.st.Reason)
@@ -412,10 +418,10 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 			blind = fmt.Sprintf("%s's records cannot be searched for this event", r.st.Provider)
 		}
 	case d.Force:
-		r.look.last = searchFailed
+		r.look.failed()
 		blind = "the search of " + r.st.Provider + "'s records failed (" + errorMessage(err) + ")"
 	default:
-		r.look.last = searchFailed
+		r.look.failed()
 		// Acknowledged, so kept: carried out once a search succeeds,
 		// before the deadline of the wait it was taken in (for a resend
 		// that waited already and is being carried out, that wait's

@@ -17,6 +17,9 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
+
+	"context"
+	"sync/atomic"
 )
 
 // searchesDownJustAfter makes every search succeed and find nothing,
@@ -308,4 +311,62 @@ func TestACancelWhileADeferredResendWaitsWins(t *testing.T) {
 	}
 	require.True(t, res.OutcomeUnknown)
 	require.True(t, timelineHas(h.query(), "this decision replaces the resend decided by alice"))
+}
+
+// A cancel refused during the search at the deadline is told "the run
+// ends without a decision", and then the run sends.
+//
+// Path: the key's window closes with the outcome unknown; the search at
+// the window finds nothing; the run awaits until D. Alice resends; the
+// search before it fails, so the resend waits (deferred until D) and
+// every retried search fails. At D the run searches once more (the new
+// search at the deadline); the provider is slow and answers at D+5m,
+// successfully, with nothing found. At D+1m Bob cancels by update:
+// checkState refuses it with "refused: the decision deadline passed ...;
+// the run ends without a decision". The search then succeeds and the run
+// carries out Alice's resend: ~resend-1 goes out at D+5m. Bob was told
+// the run ends without a decision and nothing more happens; an SMS went
+// out after his cancel was refused with that reason. Expected: a cancel
+// that comes while an acknowledged resend is still pending either
+// replaces it (docs/decisions.md: "a new decision replaces it") or is
+// refused with a reason that says the resend will still be carried out.
+func TestACancelRefusedAtTheDeadlineIsNotToldTheRunEndsWhenItThenSends(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	downThenAwaiting(h)
+	window := h.policy.SendBudget()
+	alice := window + time.Hour
+	var deadline atomic.Int64 // since start
+	h.env.RegisterDelayedCallback(func() {
+		deadline.Store(int64(h.query().DecisionDeadline.Sub(h.start)))
+	}, window+30*time.Minute)
+	h.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).AfterFn(func() time.Duration {
+		if d := time.Duration(deadline.Load()); d > 0 && h.env.Now().Sub(h.start) >= d {
+			return 5 * time.Minute // the search at the deadline: slow
+		}
+		return 0
+	}).Return(func(context.Context, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		since := h.env.Now().Sub(h.start)
+		d := time.Duration(deadline.Load())
+		if since < alice || (d > 0 && since >= d) {
+			return activities.ReconcileOutput{Searched: true, ByKey: true, How: "searched bird by key: nothing"}, nil
+		}
+		return activities.ReconcileOutput{}, searchDown()
+	})
+	h.decideByUpdate(alice, "alice", contract.Decision{Action: contract.ActionResend, Reason: "customer says nothing arrived", By: "alice"})
+	var cancel *decideByUpdate
+	h.env.RegisterDelayedCallback(func() {
+		d := time.Duration(deadline.Load())
+		cancel = h.decideByUpdate(d+time.Minute-(alice+time.Minute), "bob", contract.Decision{Action: contract.ActionCancel, Reason: "order cancelled", By: "bob"})
+	}, alice+time.Minute)
+	h.run()
+	res, _ := h.result()
+	require.NotZero(t, deadline.Load())
+	require.NotNil(t, cancel)
+	s := h.query()
+	require.True(t, timelineHas(s, "carrying out the resend decided by alice"), "the search at the deadline carried alice's resend out")
+	require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys, "the run sent after the deadline")
+	require.Error(t, cancel.err, "bob's cancel came after the deadline")
+	require.NotContains(t, cancel.err.Error(), "the run ends without a decision",
+		"bob was told the run ends without a decision, then it sent ~resend-1 and ended %s", res.State)
 }

@@ -602,3 +602,74 @@ func TestAFailedThenResentMessageIsNoDuplicate(t *testing.T) {
 	require.Equal(t, contract.Delivered, res.State, res.Reason)
 	require.False(t, res.DuplicateSend, "%v", timelineTexts(h.query()))
 }
+
+// A failed search overwrites "cannot speak", and a plain resend goes
+// out blind.
+//
+// Path: attempt 1 of the event key ends without an answer, attempt 2 is
+// accepted as m-1 (Uncertain). The search for a second message under the
+// key succeeds but cannot speak (Bird cannot find m-1 yet: Vanished):
+// r.look.last = searchMute, possibleDuplicate. While the run tracks m-1,
+// the late look at the horizon (track -> recheck -> lookForDuplicates)
+// fails: r.look.last = searchFailed, which REPLACES searchMute (before
+// the change, reconcileFailed was set and unsearchable stayed true), and
+// recheck marks the late look done anyway. m-1 then fails: the run awaits
+// a decision. A plain resend now passes checkState (it refuses only while
+// last == searchMute) and resendSearches skips the search (inside the
+// window, primary failed, late look "done"): ~resend-1 goes out with basis
+// "delivery-failed", no search that could speak ever having ruled out a
+// message of attempt 1. docs/decisions.md: "Nothing is resent blind unless
+// a person says so ... When the provider cannot be searched at all for the
+// event ... a plain resend is refused at once." Expected: the plain
+// resend is refused (or searched first and held), and nothing goes out
+// under ~resend-1 without force.
+func TestAFailedLateLookAfterAMuteSearchStillRefusesAPlainResend(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.planResends()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key != key {
+			return accepted("m-2", attempt, provider.Accepted), nil
+		}
+		if attempt == 1 {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: no answer (timed out)" })
+		}
+		out := accepted("m-1", attempt, provider.Accepted)
+		out.Uncertain, out.UncertainSince = true, h.start
+		return out, nil
+	})
+	h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		if since >= time.Minute && since < 2*time.Hour {
+			return activities.ReconcileOutput{}, errSearch // the late look, and the retries after it
+		}
+		// Bird does not show m-1 yet (it just accepted it): a message id of
+		// ours it cannot find, so the search cannot speak.
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Vanished: []string{"m-1"}, How: "ledger: 1 message id; bird cannot find m-1; searched by key: nothing"}, nil
+	})
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
+		if in.MessageID == "m-1" && h.env.Now().Sub(h.start) > 30*time.Minute {
+			return provider.Message{ID: "m-1", Status: provider.StatusFailed}, nil
+		}
+		if in.MessageID == "m-1" {
+			return provider.Message{ID: "m-1", Status: provider.StatusSent}, nil
+		}
+		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
+	})
+	resend := h.decideByUpdate(40*time.Minute, "plain", contract.Decision{Action: contract.ActionResend, Reason: "customer says nothing arrived", By: "alice"})
+	h.run()
+	res, _ := h.result()
+	s := h.query()
+	require.True(t, timelineHas(s, "could not search"), "the late look failed")
+	require.True(t, timelineHas(s, "message m-1 is failed"), "m-1 failed: the run awaited a decision")
+	var sentResend bool
+	for _, in := range h.sends {
+		sentResend = sentResend || in.Request.Key == key+"~resend-1"
+	}
+	require.False(t, sentResend,
+		"a plain resend (ack %v, err %v) went out under ~resend-1 although no search that could speak ruled out attempt 1's message; resends %+v, blind %v",
+		resend.ack != nil, resend.err, res.Resends, res.BlindResends)
+}

@@ -104,18 +104,23 @@ func (r *run) failover(out activities.ReconcileOutput) contract.State {
 				r.note(contract.KindWaiting, "before a failover: an attempt without a certain answer could take effect until %s; searching %s's records again then", r.look.lateAt.UTC().Format(time.RFC3339), r.st.Provider)
 				_ = workflow.Sleep(r.ctx, wait)
 			}
-			r.look.lateDone = true
+			lateAt := r.look.lateAt
 			again, err := r.lookup(r.provKeys())
 			if err != nil {
+				r.look.failed()
 				return no(fmt.Sprintf("the search of %s's records after the late-effect horizon failed (%s)", r.st.Provider, errorMessage(err)))
 			}
 			r.searched(again)
+			r.lateLookMade(lateAt)
 			if r.adopt(again) {
 				r.note(contract.KindFound, "a message of the event turned up at %s: following it, no failover", r.st.Provider)
 				return contract.Accepted
 			}
 			if len(again.Messages) > 0 {
 				return no(fmt.Sprintf("%s holds a message of the event (%s)", r.st.Provider, r.st.DeliveryStatus))
+			}
+			if cannotSpeak(again) {
+				return no(fmt.Sprintf("the search of %s's records after the late-effect horizon cannot speak for the event (%s)", r.st.Provider, again.How))
 			}
 		}
 		reason = failoverSearchedNone

@@ -12,6 +12,8 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
+
+	"sync/atomic"
 )
 
 // planned records the PlanMove calls and answers them at the asked
@@ -161,4 +163,59 @@ func TestNotExecutedProofComesFromTheLedger(t *testing.T) {
 			require.Empty(t, *plans)
 		}
 	}
+}
+
+// A failover proceeds on a late search that cannot speak (a message
+// id of ours vanished), and the result says nothing of it.
+//
+// Path (pre-existing, failover.go): Bird, fallback Sendy. Attempt 1 of
+// the event key ends without an answer, the later ones are answered not
+// executed until the window closes. The search at the window finds
+// nothing (ByKey). Attempt 1 could still take effect, so failover()
+// searches Bird again after the horizon: by then the hung attempt's
+// answer reached the ledger (message b-1), and Bird answers "not found"
+// for b-1 (Vanished) and lists nothing. failover() checks Vanished only
+// on the FIRST search (out), not on this one (again): searched(again)
+// sets searchMute, adopt finds nothing live, and the run moves to Sendy
+// "a search of bird's records by key ... found no message" and sends
+// s-1. moveTo -> useKey resets r.look.last to searchSpoke and lateAt to
+// zero, so the last look at Bird (mute again) reports nothing: the run
+// ends Delivered with messageIds [b-1 s-1], possibleDuplicate false. A
+// message id Bird gave us and can no longer find is "an unknown outcome,
+// never proof that nothing was sent" (docs/decisions.md). Expected: no
+// failover (as when the first search reports b-1 vanished), or at least
+// the result reports a possible duplicate.
+func TestNoFailoverAfterALateSearchThatFindsAVanishedMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	via := key + "~via-sendy"
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		switch {
+		case in.Request.Key == via:
+			return accepted("s-1", attempt, provider.Accepted), nil
+		case attempt == 1:
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		}
+		return activities.SendOutput{}, failAttempt(provider.NotExecuted, attempt)
+	})
+	var n atomic.Int32
+	h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		if n.Add(1) == 1 {
+			return activities.ReconcileOutput{Searched: true, ByKey: true, LastUncertainAt: h.start, How: "searched bird by key: nothing"}, nil
+		}
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Vanished: []string{"b-1"}, How: "ledger: 1 message id; bird cannot find b-1; searched by key: nothing"}, nil
+	})
+	plans := h.planned()
+	h.statuses(provider.StatusDelivered)
+	in := input
+	in.Fallback = "sendy"
+	h.env.ExecuteWorkflow(contract.WorkflowName, in)
+	require.True(t, h.env.IsWorkflowCompleted())
+	res, _ := h.result()
+	require.GreaterOrEqual(t, int(n.Load()), 2, "the late search ran")
+	moved := len(*plans) > 0
+	require.False(t, moved && !res.PossibleDuplicate && !res.DuplicateSend,
+		"the run failed over after bird said message b-1 of the event vanished, and reports no possible duplicate: %s, messages %v, possibleDuplicate %v",
+		res.State, res.MessageIDs, res.PossibleDuplicate)
 }

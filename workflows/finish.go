@@ -99,13 +99,13 @@ func (r *run) lookAtLeft() {
 		}
 		out, err := r.lookupAt(l.Provider, l.Keys)
 		if err != nil {
-			r.look.last = searchFailed
+			r.look.failed()
 			r.note(contract.KindSearchFailed, "the last look at %s, which the run moved away from, failed (%s): a message there cannot be ruled out", l.Provider, errorMessage(err))
 			continue
 		}
 		r.note(contract.KindSearched, "the last look at %s, which the run moved away from: %s", l.Provider, out.How)
 		if cannotSpeak(out) {
-			r.look.last = searchMute
+			r.look.cannotSpeak()
 		}
 		for _, id := range out.Vanished {
 			r.addMessageAt(id, l.Provider)

@@ -15,6 +15,10 @@ import (
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/provider"
+
+	"context"
+
+	"github.com/stretchr/testify/mock"
 )
 
 // As TestFailedSearchesStillGetALastLookAndSaySo, via the ledger's
@@ -157,4 +161,72 @@ func TestAMessageVanishedAtAProviderLeftIsAnUnknownOutcome(t *testing.T) {
 	require.Contains(t, res.MessageIDs, "b-1", "a message id bird gave and can no longer find is the event's")
 	require.True(t, res.OutcomeUnknown, "b-1 vanished at bird: whether it went out cannot be told: %s", res.Reason)
 	require.Contains(t, res.Reason, "may have gone out")
+}
+
+// A late look that failed counts as done, and a plain resend inside
+// the window skips the search that would have found the hung attempt's
+// message.
+//
+// Path (pre-existing; the same root as 1 with a search that spoke):
+// attempt 1 of the event key ends without an answer, attempt 2 is
+// accepted as m-1 (Uncertain); the search at acceptance finds nothing
+// else. recheck() at the late-effect horizon sets lateDone = true BEFORE
+// it searches, and the search fails (Bird's list is down for half an
+// hour): the late look is owed but recheckPending() says it was made.
+// m-1 then fails and the run awaits a decision. A plain resend at 40m:
+// resendSearches() sees the primary failed inside its window and no late
+// look pending, so ~resend-1 goes out as m-2 without any search. Attempt
+// 1 had sent m-0, which Bird lists by then: a search before the resend
+// (the one owed) finds it alive ("resend not needed"); instead the phone
+// gets m-0 and m-2, and the run only proves the duplicate afterwards.
+// Expected: a late look that failed stays owed, so the resend searches
+// first and sends nothing.
+func TestAFailedLateLookStaysOwedBeforeAResend(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.planResends()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key != key {
+			return accepted("m-2", attempt, provider.Accepted), nil
+		}
+		if attempt == 1 {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: 502" })
+		}
+		out := accepted("m-1", attempt, provider.Accepted)
+		out.Uncertain, out.UncertainSince = true, h.start
+		return out, nil
+	})
+	h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		switch {
+		case since < time.Minute:
+			return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-1", Reference: key, Status: provider.StatusAccepted}}}, nil
+		case since < 35*time.Minute:
+			return activities.ReconcileOutput{}, errSearch
+		}
+		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{
+			{ID: "m-0", Reference: key, Status: provider.StatusDelivered},
+			{ID: "m-1", Reference: key, Status: provider.StatusFailed},
+		}}, nil
+	})
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
+		if in.MessageID == "m-1" {
+			if h.env.Now().Sub(h.start) > 30*time.Minute {
+				return provider.Message{ID: "m-1", Status: provider.StatusFailed}, nil
+			}
+			return provider.Message{ID: "m-1", Status: provider.StatusSent}, nil
+		}
+		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
+	})
+	h.decideByUpdate(40*time.Minute, "plain", contract.Decision{Action: contract.ActionResend, Reason: "customer says nothing arrived", By: "alice"})
+	h.run()
+	res, _ := h.result()
+	s := h.query()
+	require.True(t, timelineHas(s, "could not search bird's records for a second message"), "the late look failed")
+	require.True(t, timelineHas(s, "resend decided by alice"), "alice's resend was taken")
+	require.Empty(t, res.ResendKeys,
+		"~resend-1 went out without the owed late look, which finds m-0 alive; the run ended %s, duplicateSend %v, messages %v", res.State, res.DuplicateSend, res.MessageIDs)
 }

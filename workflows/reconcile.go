@@ -18,7 +18,7 @@ import (
 func (r *run) reconcile() (contract.State, bool) {
 	out, err := r.lookup(r.provKeys())
 	if err != nil {
-		r.look.last = searchFailed
+		r.look.failed()
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: the provider's records could not be searched (%s); the run searches again every %s, and a resend waits for a search that succeeds unless forced",
 			errorMessage(err), r.policy.ReconcileRetry)
 		r.note(contract.KindSearchFailed, "%s", r.st.Reason)
@@ -174,27 +174,41 @@ func (r *run) seen(id string, s provider.Status) {
 
 // lookForDuplicates searches the provider's records for the given keys
 // after an uncertain attempt, where the provider can be searched. It
-// reports whether the search went by key (a list endpoint).
-func (r *run) lookForDuplicates(keys []string) (byKey, alive bool) {
+// reports whether the search went by key (a list endpoint), and whether
+// it succeeded (ok).
+func (r *run) lookForDuplicates(keys []string) (byKey, alive, ok bool) {
 	out, err := r.lookup(keys)
 	if err != nil {
 		r.note(contract.KindSearchFailed, "could not search %s's records for a second message: %s", r.st.Provider, errorMessage(err))
-		r.look.last = searchFailed // the look is owed: the result says so if it stays so
-		return false, false
+		r.look.failed() // the look is owed: the result says so if it stays so
+		return false, false, false
 	}
 	r.searched(out)
 	alive = r.adopt(out)
-	return out.ByKey, alive
+	return out.ByKey, alive, true
 }
 
 // recheck looks for a second message under every key once the
-// uncertain attempts can no longer take effect.
+// uncertain attempts can no longer take effect. The late look counts as
+// made only when the search succeeded: a failed one stays owed.
 func (r *run) recheck(why string) (alive bool) {
-	r.look.lateDone = true
+	lateAt := r.look.lateAt
 	r.note(contract.KindSearching, "%s: an attempt without a certain answer could take effect until %s; looking for a second message under %s",
-		why, r.look.lateAt.UTC().Format(time.RFC3339), strings.Join(r.provKeys(), ", "))
-	_, alive = r.lookForDuplicates(r.provKeys())
+		why, lateAt.UTC().Format(time.RFC3339), strings.Join(r.provKeys(), ", "))
+	_, alive, ok := r.lookForDuplicates(r.provKeys())
+	if ok {
+		r.lateLookMade(lateAt)
+	}
 	return alive
+}
+
+// lateLookMade records that a search that succeeded came after every
+// attempt known when it began (those until lateAt) could take effect;
+// one it reported as later (lateAt moved) is still owed its look.
+func (r *run) lateLookMade(lateAt time.Time) {
+	if r.look.lateAt.Equal(lateAt) {
+		r.look.lateDone = true
+	}
 }
 
 // recheckPending reports a late look that is still due.
@@ -232,7 +246,13 @@ func (r *run) lookupAt(p string, keys []string) (activities.ReconcileOutput, err
 // awaits a decision because its last search failed. It reports whether a
 // live message of the event was found.
 func (r *run) retryReconcile() (found bool) {
+	// A search that begins once every uncertain attempt can no longer
+	// take effect is the late look too, when it succeeds.
+	late, lateAt := r.recheckPending() && !workflow.Now(r.ctx).Before(r.look.lateAt), r.look.lateAt
 	out, err := r.lookup(r.provKeys())
+	if err == nil && late {
+		defer r.lateLookMade(lateAt)
+	}
 	if err != nil {
 		r.note(contract.KindSearchFailed, "the search of %s's records failed again (%s); trying again in %s", r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
 		return false

@@ -106,6 +106,9 @@ const (
 	// endpoint and no message id, or a message of ours vanished): a
 	// resend past the window would be blind and needs a forced decision.
 	searchMute
+	// searchMuteThenFailed: a search could not speak, and one after it
+	// failed: both hold until a search speaks.
+	searchMuteThenFailed
 )
 
 // lookState is what the run searched and still owes a search.
@@ -125,6 +128,34 @@ type lookState struct {
 
 // unresolved reports a last search that could not rule a message out.
 func (l lookState) unresolved() bool { return l.last != searchSpoke }
+
+// mute reports that the provider's records could not speak for the
+// event and no search has spoken since: a resend needs force.
+func (l lookState) mute() bool { return l.last == searchMute || l.last == searchMuteThenFailed }
+
+// retrying reports that the last search failed: the run searches again.
+func (l lookState) retrying() bool { return l.last == searchFailed || l.last == searchMuteThenFailed }
+
+// failed records a search that failed; what an earlier one could not
+// speak for stays.
+func (l *lookState) failed() {
+	if l.mute() {
+		l.last = searchMuteThenFailed
+		return
+	}
+	l.last = searchFailed
+}
+
+// cannotSpeak records a search that succeeded but cannot speak for the
+// event (at a provider the run left: it adds to what the last search
+// at the provider in use said); a failed one stays failed.
+func (l *lookState) cannotSpeak() {
+	if l.retrying() {
+		l.last = searchMuteThenFailed
+		return
+	}
+	l.last = searchMute
+}
 
 // decisionState is what people decided and where the run is with it.
 type decisionState struct {

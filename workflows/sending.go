@@ -119,7 +119,7 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		r.seen(res.MessageID, res.Status)
 		if out.Uncertain {
 			r.note(contract.KindSearching, "an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.sending.req.Key)
-			byKey, _ := r.lookForDuplicates([]string{r.sending.req.Key})
+			byKey, _, _ := r.lookForDuplicates([]string{r.sending.req.Key})
 			r.uncertainSince(out.UncertainSince)
 			if !byKey && res.Outcome == provider.Accepted {
 				r.possibleDuplicate(fmt.Sprintf("%s answered attempt %d with a new message (not a replay) after an attempt of %s without a certain answer; had that attempt taken effect without %s storing its answer, the phone got two messages, and %s cannot be searched by key to tell",
@@ -230,7 +230,7 @@ func (r *run) rejected(reason string) contract.State {
 	out, err := r.lateLook()
 	switch {
 	case err != nil:
-		r.look.last = searchFailed
+		r.look.failed()
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and the search of %s's records failed (%s); the run searches again every %s",
 			reason, r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
 		r.note(contract.KindSearchFailed, "%s", r.st.Reason)
@@ -238,7 +238,7 @@ func (r *run) rejected(reason string) contract.State {
 	case r.adopt(out):
 		r.note(contract.KindFound, "a message of the event is alive after all: following it")
 		return contract.Accepted
-	case r.look.last == searchMute:
+	case r.look.mute():
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and %s", reason, out.How)
 		r.note(contract.KindOutcomeUnknown, "%s", r.st.Reason)
 		return contract.AwaitingDecision
@@ -260,11 +260,12 @@ func (r *run) lateLook() (activities.ReconcileOutput, error) {
 		r.note(contract.KindWaiting, "waiting until %s: an attempt without a certain answer could take effect until then", r.look.lateAt.UTC().Format(time.RFC3339))
 		_ = workflow.Sleep(r.ctx, wait)
 	}
-	r.look.lateDone = true
+	lateAt := r.look.lateAt
 	out, err := r.lookup(r.provKeys())
 	if err == nil {
 		r.note(contract.KindSearched, "reconciled: %s", out.How)
 		r.searched(out)
+		r.lateLookMade(lateAt)
 	}
 	return out, err
 }
