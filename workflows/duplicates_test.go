@@ -628,17 +628,7 @@ func TestAFailedLateLookAfterAMuteSearchStillRefusesAPlainResend(t *testing.T) {
 	h := newHarness(t)
 	h.prepared()
 	h.planResends()
-	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
-		if in.Request.Key != key {
-			return accepted("m-2", attempt, provider.Accepted), nil
-		}
-		if attempt == 1 {
-			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: no answer (timed out)" })
-		}
-		out := accepted("m-1", attempt, provider.Accepted)
-		out.Uncertain, out.UncertainSince = true, h.start
-		return out, nil
-	})
+	h.uncertainThenAcceptedThenResent("bird: no answer (timed out)")
 	h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		if since >= time.Minute && since < 2*time.Hour {
 			return activities.ReconcileOutput{}, errSearch // the late look, and the retries after it
@@ -672,4 +662,21 @@ func TestAFailedLateLookAfterAMuteSearchStillRefusesAPlainResend(t *testing.T) {
 	require.False(t, sentResend,
 		"a plain resend (ack %v, err %v) went out under ~resend-1 although no search that could speak ruled out attempt 1's message; resends %+v, blind %v",
 		resend.ack != nil, resend.err, res.Resends, res.BlindResends)
+}
+
+// uncertainThenAcceptedThenResent: attempt 1 of the event key ends
+// without an answer (reason), attempt 2 is accepted as m-1 after it
+// (uncertain), and any resend key is accepted as m-2.
+func (h *harness) uncertainThenAcceptedThenResent(reason string) {
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key != key {
+			return accepted("m-2", attempt, provider.Accepted), nil
+		}
+		if attempt == 1 {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = reason })
+		}
+		out := accepted("m-1", attempt, provider.Accepted)
+		out.Uncertain, out.UncertainSince = true, h.start
+		return out, nil
+	})
 }

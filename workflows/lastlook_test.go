@@ -186,17 +186,7 @@ func TestAFailedLateLookStaysOwedBeforeAResend(t *testing.T) {
 	h := newHarness(t)
 	h.prepared()
 	h.planResends()
-	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
-		if in.Request.Key != key {
-			return accepted("m-2", attempt, provider.Accepted), nil
-		}
-		if attempt == 1 {
-			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt, func(r *provider.Result) { r.Reason = "bird: 502" })
-		}
-		out := accepted("m-1", attempt, provider.Accepted)
-		out.Uncertain, out.UncertainSince = true, h.start
-		return out, nil
-	})
+	h.uncertainThenAcceptedThenResent("bird: 502")
 	h.reconcileWith(func(since time.Duration, _ activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		switch {
 		case since < time.Minute:
