@@ -225,11 +225,23 @@ func settleRank(outcome, messageID string) int {
 
 // Open opens the ledger at addr: a postgres:// DSN for the ledger a
 // fleet of workers shares, or a SQLite file for one host.
+//
+// On error the Ledger is nil: a nil *Postgres or *SQLite in the
+// interface would look open to the caller, whose Close would then panic
+// and hide the error.
 func Open(ctx context.Context, addr string, opts ...Option) (Ledger, error) {
 	if IsPostgresDSN(addr) {
-		return OpenPostgres(ctx, addr, opts...)
+		l, err := OpenPostgres(ctx, addr, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
-	return OpenSQLite(ctx, addr, opts...)
+	l, err := OpenSQLite(ctx, addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // Ledger stores events and attempts. Implementations are safe for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -520,5 +521,26 @@ func TestOutranks(t *testing.T) {
 		{"Failed", "", "Delivered", "m-1", false},
 	} {
 		require.Equal(t, c.want, Outranks(c.outcome, c.id, c.stored, c.storedID), "%+v", c)
+	}
+}
+
+// A ledger that cannot be opened is a nil Ledger beside the error, so a
+// caller's cleanup (if l != nil { l.Close() }) does not panic on a nil
+// store in a non-nil interface and hide why it failed: a wrong
+// PostgreSQL password became a crash loop with no reason in compose.
+func TestALedgerThatCannotOpenIsNil(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	notADir := filepath.Join(t.TempDir(), "a-file")
+	require.NoError(t, os.WriteFile(notADir, nil, 0o600))
+	for _, addr := range []string{
+		"postgres://nobody@127.0.0.1:1/none?connect_timeout=2", // nothing listens on port 1
+		"postgres://%zz",                    // not a DSN
+		filepath.Join(notADir, "ledger.db"), // under a file
+	} {
+		l, err := Open(ctx, addr)
+		require.Error(t, err, addr)
+		require.True(t, l == nil, "%s: a failed Open returned a non-nil Ledger (%T)", addr, l)
 	}
 }
