@@ -327,7 +327,7 @@ func (c Config) Validate() error {
 		return errors.Join(c.validateUIOnly(), c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets())
 	}
 	return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS(),
-		c.validateWorker(), c.validateProviders(), c.validateLimits(), c.validateIntake())
+		c.validateWorker(), c.Tuning().Validate(), c.validateProviders(), c.validateLimits(), c.validateIntake())
 }
 
 // validateMode checks that at most one mode is asked for, and that this

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -58,6 +59,28 @@ func (t Tuning) Apply() error {
 		return fmt.Errorf("the sticky cache is already sized %d in this process; it cannot become %d", stickySize, size)
 	}
 	return nil
+}
+
+// Validate refuses what the SDK would panic on, or quietly replace.
+func (t Tuning) Validate() error {
+	var errs []error
+	switch {
+	case t.WorkflowPollers < 0:
+		errs = append(errs, fmt.Errorf("--workflow-pollers %d is negative: give the long polls per workflow task queue (at least 2), or 0 for the SDK's 2", t.WorkflowPollers))
+	case t.WorkflowPollers == 1:
+		// One poll is shared by the queue and the worker's sticky queue.
+		errs = append(errs, errors.New("--workflow-pollers 1 is refused by the Temporal SDK (a worker polls its task queue and its sticky queue): give at least 2, or 0 for the SDK's 2"))
+	}
+	if t.ActivityPollers < 0 {
+		errs = append(errs, fmt.Errorf("--activity-pollers %d is negative: give the long polls per activity task queue (at least 1), or 0 for the SDK's 2", t.ActivityPollers))
+	}
+	if t.StickyCacheSize < 0 {
+		errs = append(errs, fmt.Errorf("--sticky-cache %d is negative: give the number of runs to keep in memory, or 0 for the default (%d)", t.StickyCacheSize, DefaultStickyCacheSize))
+	}
+	if t.StopTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--stop-timeout %s is negative: give how long a stopping worker waits for sends in flight, like 25s", t.StopTimeout))
+	}
+	return errors.Join(errs...)
 }
 
 // WorkerOptions are the options of every worker the process starts.
