@@ -544,3 +544,36 @@ func TestALedgerThatCannotOpenIsNil(t *testing.T) {
 		require.True(t, l == nil, "%s: a failed Open returned a non-nil Ledger (%T)", addr, l)
 	}
 }
+
+// A SQLite ledger, which holds recipients (sealed or not) and message
+// ids, is readable by its owner alone, its WAL too, even where the file
+// existed with a wider mode.
+func TestASQLiteLedgerIsReadableByItsOwnerOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "state")
+	path := filepath.Join(dir, "ledger.db")
+	l, err := OpenSQLite(ctx, path)
+	require.NoError(t, err)
+	_, err = l.Now(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	for _, p := range []string{path, dir} {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Zero(t, st.Mode().Perm()&0o077, "%s is %v", p, st.Mode().Perm())
+	}
+	require.NoError(t, os.Chmod(path, 0o644))
+	l, err = OpenSQLite(ctx, path)
+	require.NoError(t, err)
+	_, err = l.Claim(ctx, Event{Key: "k", Provider: "bird", Recipient: "+31612345678", Text: "t", Fingerprint: "f", WorkflowID: "k", RunID: "r", CreatedAt: time.Now()})
+	require.NoError(t, err)
+	matches, err := filepath.Glob(path + "*")
+	require.NoError(t, err)
+	for _, p := range matches {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Zero(t, st.Mode().Perm()&0o077, "%s is %v", p, st.Mode().Perm())
+	}
+	require.NoError(t, l.Close())
+}

@@ -113,8 +113,13 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("ledger: create the directory of %s: %w", path, err)
+	}
+	// The ledger is readable by its owner alone (SQLite gives its WAL and
+	// shared-memory files the database file's mode).
+	if err := ownerOnly(path); err != nil {
+		return nil, err
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
@@ -609,4 +614,20 @@ func (s *SQLite) Purge(ctx context.Context, settledBefore time.Time) (int64, err
 		}
 	}
 	return int64(len(due)), nil
+}
+
+// ownerOnly creates the file at path readable and writable by its owner
+// alone, or narrows an existing one to that.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("ledger: create %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("ledger: create %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("ledger: make %s readable by its owner only: %w", path, err)
+	}
+	return nil
 }

@@ -278,7 +278,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		s.clientTLS, s.tlsName = clientConfig(cert, pool, name), name
 	}
 	if cfg.Database == "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		// The server's database holds every run's history: the
+		// directory is the user's alone.
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create the dev-stack data directory %s: %w", cfg.DataDir, err)
 		}
 		s.dbPath = filepath.Join(cfg.DataDir, "temporal.db")
