@@ -238,7 +238,11 @@ func (r *run) await() (contract.State, bool) {
 		r.st.Reason = fmt.Sprintf("cancelled by %s: %s", d.By, d.Reason)
 		return contract.Cancelled, false
 	}
-	return r.resend(d)
+	next, done := r.resend(d)
+	// Applied: a decision that comes later meets the run in the state the
+	// resend left it in, and is refused or taken on that.
+	r.dec.applying = nil
+	return next, done
 }
 
 // startWait begins a wait for a decision, with its own deadline; a

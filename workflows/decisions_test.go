@@ -171,7 +171,7 @@ func TestASecondDecisionWhileOneIsAppliedIsRefused(t *testing.T) {
 	require.Error(t, cancel.err,
 		"bob's cancel, sent while alice's resend was being applied, was acknowledged (%q); the run then ended %s with resend keys %v",
 		ackMsg, res.State, res.ResendKeys)
-	require.Contains(t, cancel.err.Error(), "refused")
+	require.Contains(t, cancel.err.Error(), "refused: the run is applying the resend decided by alice", "the refusal names the decision being applied")
 	require.NotEqual(t, contract.AwaitingDecision, during.State, "the run took alice's resend: it no longer awaits a decision")
 	require.Equal(t, contract.Delivered, res.State, res.Reason)
 	require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys)
