@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/nyaruka/phonenumbers"
 )
@@ -63,8 +64,12 @@ func countryCode(digits []byte) string {
 // MaskPhones masks every phone number inside s: E.164, and numbers
 // written with spaces or other separators, with 00 for +, or as a bare
 // run of digits (11 to 15, or a national 0 and 9 or 10) that stands alone,
-// not inside a key such as order-58213-shipped.
+// not inside a key such as order-58213-shipped. A number written with
+// other spaces (no-break, thin), a full-width plus, a percent-encoded
+// "+" or space, or the digits of another script is masked too: such
+// characters are folded to their ASCII form first, in the whole text.
 func MaskPhones(s string) string {
+	s = foldForMasking(s)
 	if strings.Contains(s, "+") {
 		s = e164.ReplaceAllStringFunc(s, MaskPhone)
 	}
@@ -146,4 +151,51 @@ func maskLoose(m string) string {
 		return "…" + string(digits[len(digits)-2:])
 	}
 	return "+" + countryCode(digits) + "…" + string(digits[len(digits)-2:])
+}
+
+// foldForMasking writes the characters a phone number can be written
+// with in their ASCII form: every Unicode space as a space, a full-width
+// or small plus as "+", "%2B" and "%20" (a number in a URL) as "+" and a
+// space, and a decimal digit of any script as its ASCII digit. A text
+// with none of them is returned as it is.
+func foldForMasking(s string) string {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 || s[i] == '%' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	s = strings.NewReplacer("%2B", "+", "%2b", "+", "%20", " ").Replace(s)
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch {
+		case r < 0x80:
+			b.WriteRune(r)
+		case r == '\uFF0B' || r == '\uFE62': // full-width and small plus
+			b.WriteByte('+')
+		case unicode.IsSpace(r) || unicode.Is(unicode.Zs, r):
+			b.WriteByte(' ')
+		case unicode.Is(unicode.Nd, r):
+			b.WriteByte('0' + byte(digitValue(r)))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// digitValue is the value of r, a decimal digit (Unicode Nd): every
+// script's digits stand in runs of ten from its zero, so the value is the
+// digit's place in its run of digits, modulo ten.
+func digitValue(r rune) int {
+	n := 0
+	for unicode.Is(unicode.Nd, r-rune(n)-1) {
+		n++
+	}
+	return n % 10
 }

@@ -41,3 +41,28 @@ func TestMaskPhonesInText(t *testing.T) {
 		require.Equal(t, want, got, in)
 	}
 }
+
+// Numbers written with the characters other keyboards, locales and URLs
+// give them are masked too: no-break and thin spaces, a full-width plus,
+// a percent-encoded "+" or space, and the digits of other scripts (issue
+// 35: each of these reached an error string unmasked).
+func TestMaskPhonesAcrossScriptsAndEncodings(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"call +31\u00a06\u00a01234\u00a05678 now":                                      "call +31…78 now", // no-break spaces
+		"call +31\u202f6\u202f1234\u202f5678 now":                                      "call +31…78 now", // narrow no-break spaces
+		"call +31\u20096 1234 5678 now":                                                "call +31…78 now", // a thin space
+		"to \uff0b31612345678 now":                                                     "to +31…78 now",   // a full-width plus
+		"GET /v1/lookup?to=%2B31612345678 failed":                                      "GET /v1/lookup?to=+31…78 failed",
+		"to=%2b31%206%2012345678":                                                      "to=+31…78",
+		"to +\u0669\u0667\u0662\u0665\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667": "to +972…67", // Arabic-Indic digits
+		"to \uff0b\uff13\uff11\uff16\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18":  "to +31…78",  // full-width digits
+		"\u0966\u096c\u0967\u0968\u0969\u096a\u096b\u096c\u096d\u096e":                 "…78",        // Devanagari, national
+		"order-58213-shipped stays":                                                    "order-58213-shipped stays",
+	} {
+		got := MaskPhones(in)
+		require.Equal(t, want, got, "%q", in)
+		require.NotContains(t, got, "12345678", "%q", in)
+	}
+	require.Equal(t, "été 5 €", MaskPhones("été 5 €"), "text without a number keeps its letters")
+}
