@@ -32,16 +32,18 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 	const clusterName = "active"
 	var conf config.Config
 
-	// Ports besides the frontend's: frontend HTTP, history, matching,
-	// worker, and on PostgreSQL each service's membership port.
-	n := 4
+	// Ports besides the frontend's: history, matching, worker, and on
+	// PostgreSQL each service's membership port. The frontend's HTTP API
+	// is off (its port 0): nothing of ours uses it, and it would answer
+	// without the frontend's authorization.
+	n := 3
 	if s.cfg.Database != "" {
-		n = 8
+		n = 7
 	}
 	ports := make([]int, n)
 	for i := range ports {
 		var err error
-		if i < 4 {
+		if i < 3 {
 			ports[i], err = freePort(frontendHost)
 		} else {
 			ports[i], err = freeMembershipPort(frontendHost)
@@ -50,13 +52,13 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 			return nil, err
 		}
 	}
-	frontendHTTPPort, historyPort, matchingPort, workerPort := ports[0], ports[1], ports[2], ports[3]
+	historyPort, matchingPort, workerPort := ports[0], ports[1], ports[2]
 	hostPort := func(p int) string { return net.JoinHostPort(frontendHost, strconv.Itoa(p)) }
 	service := func(grpc, http int) config.Service {
 		return config.Service{RPC: config.RPC{GRPCPort: grpc, HTTPPort: http, BindOnIP: frontendHost}}
 	}
 	conf.Services = map[string]config.Service{
-		"frontend": service(frontendPort, frontendHTTPPort),
+		"frontend": service(frontendPort, 0),
 		"history":  service(historyPort, 0),
 		"matching": service(matchingPort, 0),
 		"worker":   service(workerPort, 0),
@@ -104,7 +106,7 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 		// membership port there and finds the other servers' services.
 		for i, name := range []string{"frontend", "history", "matching", "worker"} {
 			svc := conf.Services[name]
-			svc.RPC.MembershipPort = ports[4+i]
+			svc.RPC.MembershipPort = ports[3+i]
 			conf.Services[name] = svc
 		}
 		broadcast, err := s.cfg.broadcast() // checked in validate
@@ -121,7 +123,6 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 			Enabled:                true,
 			InitialFailoverVersion: 1,
 			RPCAddress:             s.frontendAddr,
-			HTTPAddress:            hostPort(frontendHTTPPort),
 			ClusterID:              "8d0b7e0e-6a5f-4c1e-9a53-2f1d3c4b5a69", // fixed: kept in the database at first start
 		}},
 	}
