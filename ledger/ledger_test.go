@@ -577,3 +577,16 @@ func TestASQLiteLedgerIsReadableByItsOwnerOnly(t *testing.T) {
 	}
 	require.NoError(t, l.Close())
 }
+
+// ":memory:" is SQLite's ledger in memory (the simulation's), not a file
+// to create.
+func TestAnInMemoryLedgerMakesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	l, err := OpenSQLite(context.Background(), ":memory:")
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "files made for a ledger in memory")
+}

@@ -117,9 +117,12 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 		return nil, fmt.Errorf("ledger: create the directory of %s: %w", path, err)
 	}
 	// The ledger is readable by its owner alone (SQLite gives its WAL and
-	// shared-memory files the database file's mode).
-	if err := ownerOnly(path); err != nil {
-		return nil, err
+	// shared-memory files the database file's mode). ":memory:" is no
+	// file (the simulation's ledger).
+	if path != ":memory:" {
+		if err := ownerOnly(path); err != nil {
+			return nil, err
+		}
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
