@@ -298,9 +298,6 @@ const (
 	// provider it left holds no message of the event: every attempt was
 	// answered "not executed", or a search past the window found none.
 	BasisNoMessage = "no-message"
-	// BasisUnreconciled: sent after a search that failed, without force;
-	// only runs that started before versionNoSilentDuplicates did this.
-	BasisUnreconciled = "unreconciled"
 )
 
 // Entry is one line of a run's timeline: when, what kind of line it is,
@@ -308,9 +305,8 @@ const (
 // kind; the text is prose and may be reworded.
 type Entry struct {
 	At time.Time `json:"at"`
-	// Kind is one of EntryKinds; empty in entries of runs that started
-	// before kinds existed.
-	Kind EntryKind `json:"kind,omitempty"`
+	// Kind is one of EntryKinds.
+	Kind EntryKind `json:"kind"`
 	Text string    `json:"text"`
 }
 

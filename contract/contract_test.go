@@ -55,8 +55,7 @@ func TestDecisionBinding(t *testing.T) {
 }
 
 // EntryKinds lists every EntryKind constant once, each a short
-// kebab-case code; an entry of an old run, without a kind, reads back
-// with an empty one, and the JSON of an entry leaves an empty kind out.
+// kebab-case code, written in an entry's JSON.
 func TestEntryKindsListEveryKind(t *testing.T) {
 	t.Parallel()
 	fset := token.NewFileSet()
@@ -87,15 +86,9 @@ func TestEntryKindsListEveryKind(t *testing.T) {
 	require.False(t, EntryKind("").Known())
 	require.False(t, EntryKind("sent").Known())
 
-	var old Entry
-	require.NoError(t, json.Unmarshal([]byte(`{"at":"2026-12-01T09:30:00Z","text":"accepted as message m-1 on attempt 1"}`), &old))
-	require.Empty(t, old.Kind)
 	b, err := json.Marshal(Entry{Kind: KindAccepted, Text: "accepted as message m-1 on attempt 1"})
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"kind":"accepted"`)
-	b, err = json.Marshal(old)
-	require.NoError(t, err)
-	require.NotContains(t, string(b), `"kind"`)
 }
 
 // docs/sending.md lists the kinds for the intake's and the query's users.

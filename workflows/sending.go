@@ -112,7 +112,6 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		} else {
 			r.note(contract.KindAccepted, "accepted as message %s on attempt %d", res.MessageID, out.Attempt)
 		}
-		r.addMessage(res.MessageID)
 		r.msgs.primary = res.MessageID
 		r.st.DeliveryStatus = string(res.Status)
 		r.addMessageAt(res.MessageID, r.st.Provider)

@@ -52,7 +52,7 @@ var kindWidth = func() int {
 }()
 
 // writeTimeline prints one line per entry: its time, its kind in a column
-// of its own (blank for an entry of a run older than kinds) and its text.
+// of its own and its text.
 func writeTimeline(w io.Writer, tl []contract.Entry) {
 	for _, e := range tl {
 		fmt.Fprintf(w, "    %s  %-*s  %s\n", e.At.UTC().Format("2006-01-02 15:04:05"), kindWidth, e.Kind, e.Text)

@@ -39,9 +39,9 @@ func TestSummarizeFindsEveryViolation(t *testing.T) {
 		// A Bird message the run does not know (one live, so no duplicate).
 		ok("e", provider.Bird, contract.Result{State: contract.Delivered, MessageIDs: []string{"m8"}},
 			msg("m8", "e", "delivered"), msg("m9", "e", "failed")),
-		// A resend sent without a reconciliation.
+		// A resend sent without a reconciliation: a basis no run gives.
 		ok("f", provider.Bird, contract.Result{State: contract.Delivered, MessageIDs: []string{"m10"},
-			Resends: []contract.Resend{{Key: "f~resend-1", Basis: contract.BasisUnreconciled}}}, msg("m10", "f~resend-1", "delivered")),
+			Resends: []contract.Resend{{Key: "f~resend-1", Basis: "unreconciled"}}}, msg("m10", "f~resend-1", "delivered")),
 		// Never ended; one of its posts was never answered.
 		{Key: "g", Provider: provider.Sendy, Started: 1, Unanswered: 1},
 		// Two runs started, and a start after settling started a third.
