@@ -329,9 +329,7 @@ func TestASettleThatCannotBeWrittenFailsTheRunVisibly(t *testing.T) {
 	h := newHarness(t)
 	h.settleErr = errors.New("ledger: settle order-58213-shipped: disk I/O error")
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.statuses(provider.StatusDelivered)
 	h.run()
 	res, err := h.result()

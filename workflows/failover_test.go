@@ -189,16 +189,7 @@ func TestNoFailoverAfterALateSearchThatFindsAVanishedMessage(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	via := key + "~via-sendy"
-	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
-		switch {
-		case in.Request.Key == via:
-			return accepted("s-1", attempt, provider.Accepted), nil
-		case attempt == 1:
-			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
-		}
-		return activities.SendOutput{}, failAttempt(provider.NotExecuted, attempt)
-	})
+	h.uncertainAtBirdThenSendy()
 	var n atomic.Int32
 	h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		if n.Add(1) == 1 {

@@ -328,9 +328,7 @@ func TestAVanishedMessageIsAnUnknownOutcome(t *testing.T) {
 // attempts that began, none before the first.
 func (h *harness) queuedThenAccepted(queued int) {
 	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).After(4*time.Hour).Return(activities.SendOutput{}, errors.New("never reached")).Times(queued)
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.recall = func(activities.RecallInput) activities.RecallOutput {
 		// Recall calls h.recall with h.mu held: h.sends are the sends that began.
 		if len(h.sends) == 0 {

@@ -23,9 +23,7 @@ func TestARefusedSignalIsOfKindDecisionRefused(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.statuses(provider.StatusSent, provider.StatusDelivered)
 	h.signal(5*time.Second, contract.SignalResend, map[string]string{"reason": "double click", "by": "erin"})
 	h.run()
@@ -64,9 +62,7 @@ func TestEveryTimelineEntryHasAKindOfTheClosedSet(t *testing.T) {
 		"delivered": {
 			run: func(h *harness) {
 				h.prepared()
-				h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-					return accepted("m-1", attempt, provider.Accepted), nil
-				})
+				h.acceptsAs("m-1")
 				h.statuses(provider.StatusSent, provider.StatusDelivered)
 				h.run()
 			},
@@ -122,9 +118,7 @@ func TestEveryTimelineEntryHasAKindOfTheClosedSet(t *testing.T) {
 		"refused signals": {
 			run: func(h *harness) {
 				h.prepared()
-				h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-					return accepted("m-1", attempt, provider.Accepted), nil
-				})
+				h.acceptsAs("m-1")
 				h.statuses(provider.StatusSent, provider.StatusSent, provider.StatusDelivered)
 				h.signal(5*time.Second, contract.SignalResend, map[string]string{"reason": "double click", "by": "erin"})
 				h.signal(6*time.Second, contract.SignalCancel, "not an object")

@@ -174,9 +174,7 @@ func TestASettleThatKnowsMoreReplacesTheLedgers(t *testing.T) {
 	h := newHarness(t)
 	h.settled = &activities.SettleInput{Key: key, Outcome: string(contract.Unconfirmed), Reason: "message m-1 turned up after the run had ended Cancelled", MessageID: "m-1"}
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.statuses(provider.StatusDelivered)
 	h.run()
 	res, err := h.result()

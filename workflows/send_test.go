@@ -177,6 +177,13 @@ func (h *harness) sentKeys() []string {
 	return keys
 }
 
+// acceptsAs makes every send accepted, a new message id.
+func (h *harness) acceptsAs(id string) {
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted(id, attempt, provider.Accepted), nil
+	})
+}
+
 func accepted(id string, attempt int32, outcome provider.Outcome) activities.SendOutput {
 	return activities.SendOutput{Result: provider.Result{Outcome: outcome, HTTPStatus: 202, MessageID: id, Status: provider.StatusAccepted}, Attempt: attempt}
 }
@@ -434,9 +441,7 @@ func TestAcceptedThenDelivered(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.statuses(provider.StatusSent, provider.StatusDelivered)
 	h.run()
 	res, err := h.result()
@@ -481,9 +486,7 @@ func TestDeliveryIsTrackedByOneActivityWhoseRetriesPoll(t *testing.T) {
 			h := newHarness(t)
 			h.policy.LookupsPaced = tc.paced
 			h.prepared()
-			h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-				return accepted("m-1", attempt, provider.Accepted), nil
-			})
+			h.acceptsAs("m-1")
 			var mu sync.Mutex
 			var attempts []int32
 			timers := 0
@@ -541,9 +544,7 @@ func TestTrackingEndsAtTheLimitWithTheLastStatusSeen(t *testing.T) {
 	h := newHarness(t)
 	h.policy.TrackingLimit = 3 * time.Minute
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	var mu sync.Mutex
 	lookups := 0
 	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
@@ -592,9 +593,7 @@ func TestALedgerStepThatFailsLocallyRunsAsAnActivity(t *testing.T) {
 		defer mu.Unlock()
 		remote[info.ActivityType.Name]++
 	})
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.statuses(provider.StatusDelivered)
 	h.run()
 	res, err := h.result()
@@ -811,9 +810,7 @@ func TestDecisionsThatDoNotFitAreRefusedVisibly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.statuses(provider.StatusSent, provider.StatusSent, provider.StatusDelivered)
 	h.signal(5*time.Second, contract.SignalResend, map[string]string{"reason": "double click", "by": "erin"})
 	h.signal(6*time.Second, contract.SignalCancel, "not an object")
@@ -952,9 +949,7 @@ func TestTrackingLimitEndsUnconfirmed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.statuses(provider.StatusSent)
 	h.run()
 	res, err := h.result()
@@ -1001,9 +996,7 @@ func TestTemporalCancellationIsADecision(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		h.prepared()
-		h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-			return accepted("m-1", attempt, provider.Accepted), nil
-		})
+		h.acceptsAs("m-1")
 		h.statuses(provider.StatusSent, provider.StatusDelivered)
 		h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
 		h.run()
@@ -1021,9 +1014,7 @@ func TestResendAfterFailureFollowsTheLiveMessageFound(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	var mu sync.Mutex
 	var tracked []string
 	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {

@@ -168,9 +168,7 @@ func TestAnUnconfirmedThatKnowsNothingNewDoesNotReplaceACancelOfTheSameMessage(t
 	h.settled = &activities.SettleInput{Key: key, Outcome: string(contract.Cancelled), MessageID: "m-1",
 		Reason: "cancelled by dave: message m-1 ended undelivered"}
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
 		if err := activities.FirstWait(ctx, in); err != nil {
 			return provider.Message{}, err
@@ -195,9 +193,7 @@ func TestAnUnknownKeyWhoseSearchFailsIsReported(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
-		return accepted("m-1", attempt, provider.Accepted), nil
-	})
+	h.acceptsAs("m-1")
 	h.statuses(provider.StatusDelivered)
 	calls := h.searchesFail(temporal.NewNonRetryableApplicationError("bird: 503 on the list endpoint", "ProviderDown", nil))
 	h.settleUnknown = &activities.SettleOutput{
