@@ -19,7 +19,7 @@ import (
 // PrepareInput is the event as the workflow received it.
 type PrepareInput struct {
 	Key, Provider, To, From, Text string
-	// Fallback is checked like Provider (runs since version 5).
+	// Fallback is checked like Provider.
 	Fallback string `json:",omitempty"`
 }
 
@@ -75,8 +75,7 @@ type PrepareOutput struct {
 	// LateEffectHorizon has passed. Zero when there is none.
 	LastUncertainAt time.Time `json:"lastUncertainAt"`
 	// Messages are the message ids the event's attempts got before this
-	// run, in any run: a run that resumes the event knows them (runs
-	// since workflow version 7).
+	// run, in any run: a run that resumes the event knows them.
 	Messages []SentMessage `json:"messages,omitempty"`
 	// Warnings about the key or the recipient, for the run's timeline.
 	Warnings []string `json:"warnings,omitempty"`

@@ -31,8 +31,8 @@ type SendInput struct {
 	// LedgerID is the ledger that claimed the event (PrepareOutput).
 	LedgerID string `json:"ledgerId,omitempty"`
 	// AfterRetries marks a Send of a key that the run already sent under
-	// in an earlier activity (the last attempt after the retries, and
-	// since version 6 any later Send of the key): a new activity after
+	// in an earlier activity (the last attempt after the retries, or any
+	// later Send of the key): a new activity after
 	// the retries' one: its ledger rows are numbered after theirs, so it
 	// never overwrites the record of an earlier attempt of the run.
 	AfterRetries bool `json:"afterRetries,omitempty"`

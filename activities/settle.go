@@ -23,8 +23,7 @@ type SettleInput struct {
 	CheckKeys bool     `json:"checkKeys,omitempty"`
 	// MessageIDs and Findings are every message of the event the run
 	// knows and what it reports beside the outcome (ledger.Finding…),
-	// kept with the event for a run that finds it settled (runs since
-	// workflow version 7).
+	// kept with the event for a run that finds it settled.
 	MessageIDs []string `json:"messageIds,omitempty"`
 	Findings   []string `json:"findings,omitempty"`
 }

@@ -68,7 +68,7 @@ type Input struct {
 	From string `json:"from,omitempty"`
 	Text string `json:"text"`
 	// Fallback is the provider the run moves to when Provider's records
-	// prove that it sent nothing (runs since version 5): under its own key,
+	// prove that it sent nothing: under its own key,
 	// keys.Via(Key, Fallback). Empty: no failover.
 	Fallback string `json:"fallback,omitempty"`
 }
@@ -125,8 +125,8 @@ type Decision struct {
 	// names this decision; a run applies each id once. Together they make
 	// a decision, sealed or not, useless anywhere but where it was made:
 	// a copy taken from one run's history is refused by another run, and
-	// by the same run later. Runs since version 8 require both;
-	// Starter.Decide and Starter.Signal fill them in.
+	// by the same run later. A run requires both; Starter.Decide and
+	// Starter.Signal fill them in.
 	Key string `json:"key,omitempty"`
 	ID  string `json:"id,omitempty"`
 }
@@ -184,8 +184,7 @@ func (d Decision) Validate() error {
 }
 
 // CheckProvider reports a provider a decision cannot name: one on a
-// cancel, or one that is not known. Runs since version 5 apply it; runs
-// before ignore the field, as they always did.
+// cancel, or one that is not known.
 func (d Decision) CheckProvider() error {
 	if d.Provider != "" && d.Action != ActionResend {
 		return fmt.Errorf(`"provider" applies to a resend only, not to a %s`, d.Action)
@@ -266,8 +265,7 @@ type Result struct {
 	// OutcomeUnknown is true when an attempt of the event ended without a
 	// certain answer and no search could tell whether it sent a message
 	// (the provider cannot be searched for it, or every search failed):
-	// whatever the state says, an SMS may have gone out. Runs since
-	// version 6 set it.
+	// whatever the state says, an SMS may have gone out.
 	OutcomeUnknown bool `json:"outcomeUnknown,omitempty"`
 }
 
