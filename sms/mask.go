@@ -159,34 +159,30 @@ func maskLoose(m string) string {
 // space, and a decimal digit of any script as its ASCII digit. A text
 // with none of them is returned as it is.
 func foldForMasking(s string) string {
-	plain := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 || s[i] == '%' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return s
+	if !strings.Contains(s, "%2") && strings.IndexFunc(s, foldedRune) < 0 {
+		return s // the common case, "…" of a masked number included
 	}
 	s = strings.NewReplacer("%2B", "+", "%2b", "+", "%20", " ").Replace(s)
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
+	return strings.Map(func(r rune) rune {
 		switch {
-		case r < 0x80:
-			b.WriteRune(r)
+		case !foldedRune(r):
+			return r
 		case r == '\uFF0B' || r == '\uFE62': // full-width and small plus
-			b.WriteByte('+')
-		case unicode.IsSpace(r) || unicode.Is(unicode.Zs, r):
-			b.WriteByte(' ')
+			return '+'
 		case unicode.Is(unicode.Nd, r):
-			b.WriteByte('0' + byte(digitValue(r)))
-		default:
-			b.WriteRune(r)
+			return '0' + rune(digitValue(r))
 		}
+		return ' '
+	}, s)
+}
+
+// foldedRune reports a character foldForMasking writes in ASCII: a
+// non-ASCII space, plus or decimal digit.
+func foldedRune(r rune) bool {
+	if r < 0x80 {
+		return false
 	}
-	return b.String()
+	return r == '\uFF0B' || r == '\uFE62' || unicode.IsSpace(r) || unicode.Is(unicode.Zs, r) || unicode.Is(unicode.Nd, r)
 }
 
 // digitValue is the value of r, a decimal digit (Unicode Nd): every

@@ -66,3 +66,20 @@ func TestMaskPhonesAcrossScriptsAndEncodings(t *testing.T) {
 	}
 	require.Equal(t, "été 5 €", MaskPhones("été 5 €"), "text without a number keeps its letters")
 }
+
+// BenchmarkMaskPhones masks a timeline entry as the run writes it (an
+// already masked number, so non-ASCII) and one with a number in another
+// script.
+func BenchmarkMaskPhones(b *testing.B) {
+	for name, s := range map[string]string{
+		"masked":        "accepted as message m-1 on attempt 1 for +31…78; the run follows it",
+		"arabic digits": "customer called from +\u0669\u0667\u0662\u0665\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667 twice",
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = MaskPhones(s)
+			}
+		})
+	}
+}
