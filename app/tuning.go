@@ -41,14 +41,15 @@ var (
 	stickySize int
 )
 
-// Apply sizes the process's sticky cache. Call it before the first
-// worker starts; a second call with another size is refused.
+// Apply checks the tuning (Validate) and sizes the process's sticky
+// cache. Call it before the first worker starts; a second call with
+// another size is refused.
 func (t Tuning) Apply() error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
 	size := t.StickyCacheSize
-	switch {
-	case size < 0:
-		return fmt.Errorf("sticky cache size %d is negative: give the number of runs to keep in memory, or 0 for the default (%d)", size, DefaultStickyCacheSize)
-	case size == 0:
+	if size == 0 {
 		size = DefaultStickyCacheSize
 	}
 	stickyOnce.Do(func() {
