@@ -8,7 +8,9 @@ import (
 	"sync"
 )
 
-// resolvePort splits host:port and replaces port 0 with a free port.
+// resolvePort splits host:port and replaces port 0 with a free port
+// below 32768 (FreeLowPort): no outgoing connection takes it between the
+// pick and the server's listen.
 func resolvePort(addr string) (string, int, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -19,24 +21,10 @@ func resolvePort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", portStr)
 	}
 	if port == 0 {
-		port, err = freePort(host)
+		port, err = FreeLowPort(host)
 	}
 	return host, port, err
 }
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// freeMembershipPort finds a free port below 32768: the server keeps a
-// membership port in a smallint column, which the ephemeral ports the
-// kernel hands out (32768 and up) overflow.
-func freeMembershipPort(host string) (int, error) { return FreeLowPort(host) }
 
 var (
 	lowPortsMu sync.Mutex

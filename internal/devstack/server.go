@@ -40,15 +40,14 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 	if s.cfg.Database != "" {
 		n = 7
 	}
+	// All below 32768 (FreeLowPort): the server keeps a membership port
+	// in a smallint column, and a port of the range the kernel hands to
+	// outgoing connections (32768 and up) could be taken by one of them
+	// between the pick and the server's listen, failing its start.
 	ports := make([]int, n)
 	for i := range ports {
 		var err error
-		if i < 3 {
-			ports[i], err = freePort(frontendHost)
-		} else {
-			ports[i], err = freeMembershipPort(frontendHost)
-		}
-		if err != nil {
+		if ports[i], err = FreeLowPort(frontendHost); err != nil {
 			return nil, err
 		}
 	}
