@@ -27,6 +27,7 @@ type bundle struct {
 	sim  *simulator.Server
 	env  *testsuite.TestActivityEnvironment
 	led  ledger.Ledger
+	url  string // the simulator's
 }
 
 func setup(t *testing.T) bundle {
@@ -51,7 +52,7 @@ func setup(t *testing.T) bundle {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
-	return bundle{acts, sim, env, led}
+	return bundle{acts, sim, env, led, srv.URL}
 }
 
 func prepare(t *testing.T, b bundle, in PrepareInput) (PrepareOutput, error) {
@@ -711,4 +712,39 @@ func TestALookupThatWaitsFirstAsksNothingOnItsFirstAttempt(t *testing.T) {
 		}
 		require.Equal(t, before+1, lookups(), "%+v looks at once", in)
 	}
+}
+
+// heldBack is a pacer whose fleet has no slot to give.
+type heldBack struct{}
+
+func (heldBack) Take(context.Context, time.Duration) error {
+	return &provider.NotSentError{Reason: "sendy's limit of 60 requests a minute is used up for the next 4s", RetryAfter: 4 * time.Second}
+}
+
+// A request the fleet's pacer holds back reaches nobody: the send is
+// recorded as not executed and retried after the pacer's wait, and a
+// lookup is retried alike, as an expected failure.
+func TestARequestHeldByTheFleetsLimitIsRetriedAfterItsWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, err := sendy.New(sendy.Config{BaseURL: b.url, Token: simulator.DefaultSendyToken, Sender: "MyShop", Timeout: time.Second, Pacer: heldBack{}})
+	require.NoError(t, err)
+	b.acts.Providers[provider.Sendy] = s
+	in := event
+	in.Key, in.Provider = "order-58214-shipped", "sendy"
+	p, err := prepare(t, b, in)
+	require.NoError(t, err)
+	_, err = send(t, b, SendInput{EventKey: in.Key, Request: p.Request, Budget: p.Policy.SendBudget()})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, ErrNotExecuted, appErr.Type())
+	require.Equal(t, 4*time.Second, appErr.NextRetryDelay())
+	require.Contains(t, appErr.Error(), "no request was sent")
+
+	_, err = b.env.ExecuteActivity(b.acts.Status, StatusInput{Provider: "sendy", MessageID: "msg-1"})
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, ErrNotExecuted, appErr.Type())
+	require.Equal(t, 4*time.Second, appErr.NextRetryDelay())
+	require.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
+	require.Empty(t, b.sim.Requests(simulator.Filter{Provider: "sendy"}), "requests that reached Sendy")
 }

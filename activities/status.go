@@ -4,6 +4,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,6 +41,13 @@ func (a *Activities) Status(ctx context.Context, in StatusInput) (provider.Messa
 		return provider.Message{}, err
 	}
 	m, err := c.Get(ctx, in.MessageID)
+	var held *provider.NotSentError
+	if errors.As(err, &held) {
+		// The fleet's limit left no slot in time: nothing was asked, and
+		// the next try waits for the slot the pacer named.
+		return provider.Message{}, temporal.NewApplicationErrorWithOptions(err.Error(), ErrNotExecuted,
+			temporal.ApplicationErrorOptions{Category: temporal.ApplicationErrorCategoryBenign, NextRetryDelay: held.RetryAfter})
+	}
 	if err == nil {
 		tracing.Annotate(ctx, tracing.Provider.String(in.Provider), tracing.Outcome.String(string(m.Status)))
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
+	"github.com/acme/smsorch/provider/pace"
 	"github.com/acme/smsorch/provider/sendy"
 	"github.com/acme/smsorch/starter"
 	"github.com/acme/smsorch/workflows"
@@ -389,6 +390,15 @@ func (a *App) providers() (map[provider.Name]provider.Client, error) {
 		birdCfg = devmode.BirdConfig(a.Sim.URL, simCfg.BirdAccessKey, cfg.AttemptTimeout)
 		sendyCfg = devmode.SendyConfig(a.Sim.URL, simCfg.SendyToken, cfg.Sendy.Sender, cfg.AttemptTimeout)
 	}
+	// A provider with a limit gets the fleet's pacer: every request of
+	// every worker takes a slot in the ledger they share.
+	var err error
+	if birdCfg.Pacer, err = a.pacer(provider.Bird); err != nil {
+		return nil, err
+	}
+	if sendyCfg.Pacer, err = a.pacer(provider.Sendy); err != nil {
+		return nil, err
+	}
 	out := map[provider.Name]provider.Client{}
 	if birdCfg.BaseURL != "" {
 		c, err := bird.New(birdCfg)
@@ -405,6 +415,19 @@ func (a *App) providers() (map[provider.Name]provider.Client, error) {
 		out[provider.Sendy] = c
 	}
 	return out, nil
+}
+
+// pacer is provider p's share of the fleet's limit, nil when p has none.
+func (a *App) pacer(p provider.Name) (provider.Pacer, error) {
+	perMinute := a.Config.RateLimits[p]
+	if perMinute == 0 {
+		return nil, nil
+	}
+	f, err := pace.New(a.Ledger, p, perMinute)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // Banner says what is running and where, for the person who started it.

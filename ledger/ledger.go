@@ -291,6 +291,13 @@ type Ledger interface {
 	RecordSwitch(ctx context.Context, sw Switch) error
 	// Switches lists the event's moves, oldest first.
 	Switches(ctx context.Context, eventKey string) ([]Switch, error)
+	// TakeSlot takes one of the limit request slots that any window of
+	// the given length may hold for name (a provider), for every worker
+	// that shares this ledger: when fewer than limit were taken in the
+	// window that ends now, it records one at the ledger's clock and
+	// returns 0; otherwise it records nothing and returns how long until
+	// the oldest of them leaves the window.
+	TakeSlot(ctx context.Context, name string, limit int, window time.Duration) (wait time.Duration, err error)
 	// Purge removes the personal fields (recipient, text, request
 	// fingerprints) of the events settled before settledBefore, keeping
 	// their keys, message ids, times, outcomes and reasons for the audit,

@@ -72,6 +72,13 @@ CREATE TABLE switches (
 ALTER TABLE events ADD COLUMN message_ids text NOT NULL DEFAULT '';
 ALTER TABLE events ADD COLUMN findings text NOT NULL DEFAULT '';
 `,
+	4: `
+CREATE TABLE request_slots (
+	name text NOT NULL,
+	at   timestamptz NOT NULL
+);
+CREATE INDEX request_slots_by_name ON request_slots (name, at);
+`,
 }
 
 // migrationLock is the advisory lock key the migrations run under.

@@ -75,6 +75,13 @@ CREATE TABLE switches (
 ALTER TABLE events ADD COLUMN message_ids TEXT NOT NULL DEFAULT '';
 ALTER TABLE events ADD COLUMN findings TEXT NOT NULL DEFAULT '';
 `,
+	5: `
+CREATE TABLE request_slots (
+	name TEXT NOT NULL,
+	at   INTEGER NOT NULL
+);
+CREATE INDEX request_slots_by_name ON request_slots (name, at);
+`,
 }
 
 // timeLayout is fixed-width UTC, so text order is time order.

@@ -156,6 +156,31 @@ type Message struct {
 // ErrNotFound is returned by lookups for a message the provider does not have.
 var ErrNotFound = errors.New("message not found at the provider")
 
+// ErrNotSent is what an error wraps when no request left: a send that
+// ends with it was not executed, and the same request may go again.
+var ErrNotSent = errors.New("no request was sent")
+
+// NotSentError says why no request left, and when one may.
+type NotSentError struct {
+	Reason string
+	// RetryAfter is when a slot may be free (0: unknown).
+	RetryAfter time.Duration
+}
+
+func (e *NotSentError) Error() string { return e.Reason + "; no request was sent" }
+
+// Is makes errors.Is(err, ErrNotSent) true.
+func (e *NotSentError) Is(target error) bool { return target == ErrNotSent }
+
+// Pacer holds one provider's requests to its limit for the whole fleet:
+// a client asks it before every HTTP request it makes.
+type Pacer interface {
+	// Take returns nil once one request may leave, at once, or a
+	// *NotSentError when none may before ctx's deadline leaves the
+	// request reserve (its own timeout) to get its answer.
+	Take(ctx context.Context, reserve time.Duration) error
+}
+
 // Client is one provider's API, as the activities use it.
 type Client interface {
 	Name() Name

@@ -49,6 +49,9 @@ type Config struct {
 	Timeout time.Duration
 	// HTTPClient overrides the client built from Timeout (tests).
 	HTTPClient *http.Client
+	// Pacer, when set, holds every request (sends, lookups, searches)
+	// to the fleet's limit at the provider.
+	Pacer provider.Pacer
 }
 
 // Client talks to one Bird channel.
@@ -134,7 +137,7 @@ func (c *Client) header() http.Header {
 // Send makes one attempt with req.Key as Idempotency-Key and req.Body as
 // the exact body, and classifies the answer.
 func (c *Client) Send(ctx context.Context, req provider.Request) provider.Result {
-	return wire.Send(ctx, c.hc, provider.Bird, c.messagesURL(), c.header(), req, Classify)
+	return wire.Send(ctx, c.hc, c.cfg.Pacer, provider.Bird, c.messagesURL(), c.header(), req, Classify)
 }
 
 // message is Bird's message resource, as far as the orchestrator reads it.
@@ -269,7 +272,7 @@ func MapStatus(s string) provider.Status {
 // Get looks a message up by id.
 func (c *Client) Get(ctx context.Context, id string) (provider.Message, error) {
 	var m message
-	if err := wire.GetJSON(ctx, c.hc, provider.Bird, "look up message "+id, c.messagesURL(id), c.header(), &m); err != nil {
+	if err := wire.GetJSON(ctx, c.hc, c.cfg.Pacer, provider.Bird, "look up message "+id, c.messagesURL(id), c.header(), &m); err != nil {
 		return provider.Message{}, err
 	}
 	if m.ID == "" {
@@ -349,7 +352,7 @@ func (c *Client) List(ctx context.Context, from, to time.Time) ([]provider.Messa
 			q.Set("pageToken", token)
 		}
 		var p listPage
-		if err := wire.GetJSON(ctx, c.hc, provider.Bird, "list messages", c.messagesURL()+"?"+q.Encode(), c.header(), &p); err != nil {
+		if err := wire.GetJSON(ctx, c.hc, c.cfg.Pacer, provider.Bird, "list messages", c.messagesURL()+"?"+q.Encode(), c.header(), &p); err != nil {
 			if ctx.Err() != nil {
 				// The error names the page's URL, which holds the
 				// workspace and channel ids: the context says it all.

@@ -43,6 +43,9 @@ type Config struct {
 	Timeout time.Duration
 	// HTTPClient overrides the client built from Timeout (tests).
 	HTTPClient *http.Client
+	// Pacer, when set, holds every request (sends, lookups, searches)
+	// to the fleet's limit at the provider.
+	Pacer provider.Pacer
 }
 
 // Client talks to one Sendy workspace.
@@ -109,7 +112,7 @@ func (c *Client) header() http.Header {
 // Send makes one attempt with req.Key as Idempotency-Key and classifies
 // the answer.
 func (c *Client) Send(ctx context.Context, req provider.Request) provider.Result {
-	return wire.Send(ctx, c.hc, provider.Sendy, c.url(), c.header(), req, Classify)
+	return wire.Send(ctx, c.hc, c.cfg.Pacer, provider.Sendy, c.url(), c.header(), req, Classify)
 }
 
 // message is Sendy's message object.
@@ -248,7 +251,7 @@ func MapStatus(s string) provider.Status {
 // Get looks a message up by id.
 func (c *Client) Get(ctx context.Context, id string) (provider.Message, error) {
 	var m message
-	if err := wire.GetJSON(ctx, c.hc, provider.Sendy, "look up message "+id, c.url(id), c.header(), &m); err != nil {
+	if err := wire.GetJSON(ctx, c.hc, c.cfg.Pacer, provider.Sendy, "look up message "+id, c.url(id), c.header(), &m); err != nil {
 		return provider.Message{}, err
 	}
 	if m.ID == "" {

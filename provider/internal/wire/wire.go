@@ -76,8 +76,15 @@ type Answer struct {
 }
 
 // Do sends one request with the given body bytes and reads the answer. A
-// nil body sends none. The error is the transport failure, if any.
-func Do(ctx context.Context, hc *http.Client, method, u string, header http.Header, body []byte) (Answer, error) {
+// nil body sends none. With a pacer, the request leaves only once it
+// gives a slot of the fleet's limit; otherwise the error is a
+// *provider.NotSentError. The error is the transport failure, if any.
+func Do(ctx context.Context, hc *http.Client, pace provider.Pacer, method, u string, header http.Header, body []byte) (Answer, error) {
+	if pace != nil {
+		if err := pace.Take(ctx, hc.Timeout); err != nil {
+			return Answer{}, err
+		}
+	}
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -112,12 +119,12 @@ func Do(ctx context.Context, hc *http.Client, method, u string, header http.Head
 // for another provider is rejected unsent, no answer is an unknown
 // outcome (the send may have taken effect), and an answer is read by
 // the provider's classify.
-func Send(ctx context.Context, hc *http.Client, p provider.Name, u string, header http.Header, req provider.Request,
+func Send(ctx context.Context, hc *http.Client, pace provider.Pacer, p provider.Name, u string, header http.Header, req provider.Request,
 	classify func(status int, h http.Header, body []byte, now time.Time) provider.Result) provider.Result {
 	if req.Provider != p {
 		return provider.Result{Outcome: provider.Rejected, Reason: fmt.Sprintf("%s: the request was planned for %q", p, req.Provider)}
 	}
-	ans, err := SendPlanned(ctx, hc, u, header, req)
+	ans, err := SendPlanned(ctx, hc, pace, u, header, req)
 	if err != nil {
 		return TransportFailure(p, err)
 	}
@@ -126,17 +133,17 @@ func Send(ctx context.Context, hc *http.Client, p provider.Name, u string, heade
 
 // SendPlanned makes one send attempt: req.Body byte for byte, with req.Key
 // as the Idempotency-Key, posted to u with the provider's header.
-func SendPlanned(ctx context.Context, hc *http.Client, u string, header http.Header, req provider.Request) (Answer, error) {
+func SendPlanned(ctx context.Context, hc *http.Client, pace provider.Pacer, u string, header http.Header, req provider.Request) (Answer, error) {
 	h := header.Clone()
 	h.Set("Content-Type", "application/json")
 	h.Set("Idempotency-Key", req.Key)
-	return Do(ctx, hc, http.MethodPost, u, h, req.Body)
+	return Do(ctx, hc, pace, http.MethodPost, u, h, req.Body)
 }
 
 // GetJSON reads a provider resource: 200 decodes into v, 404 is
 // provider.ErrNotFound, anything else an error naming what was looked up.
-func GetJSON(ctx context.Context, hc *http.Client, p provider.Name, what, u string, header http.Header, v any) error {
-	ans, err := Do(ctx, hc, http.MethodGet, u, header, nil)
+func GetJSON(ctx context.Context, hc *http.Client, pace provider.Pacer, p provider.Name, what, u string, header http.Header, v any) error {
+	ans, err := Do(ctx, hc, pace, http.MethodGet, u, header, nil)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %s: %w", p, what, err)
@@ -154,9 +161,14 @@ func GetJSON(ctx context.Context, hc *http.Client, p provider.Name, what, u stri
 // TransportFailure classifies a send whose answer did not arrive: the
 // provider may or may not have acted, so the outcome is Unknown, except
 // for a connection the provider refused: no request was sent, so the
-// outcome is NotExecuted. The reason names the failure without the URL
-// (it holds workspace and channel ids).
+// outcome is NotExecuted, and so for a request the fleet's pacer held
+// back. The reason names the failure without the URL (it holds
+// workspace and channel ids).
 func TransportFailure(p provider.Name, err error) provider.Result {
+	var held *provider.NotSentError
+	if errors.As(err, &held) {
+		return provider.Result{Outcome: provider.NotExecuted, Reason: fmt.Sprintf("%s: %s", p, held), RetryAfter: held.RetryAfter}
+	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return provider.Result{Outcome: provider.NotExecuted, Reason: fmt.Sprintf("%s: the connection was refused; no request was sent", p)}
 	}

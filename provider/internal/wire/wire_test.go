@@ -80,9 +80,9 @@ func TestDoNeverResendsQuietly(t *testing.T) {
 	defer srv.Close()
 	hc := NewHTTPClient(provider.Bird, time.Second)
 	h := http.Header{"Idempotency-Key": {"k"}}
-	_, err := Do(context.Background(), hc, http.MethodPost, srv.URL, h, []byte("{}"))
+	_, err := Do(context.Background(), hc, nil, http.MethodPost, srv.URL, h, []byte("{}"))
 	require.NoError(t, err)
-	_, err = Do(context.Background(), hc, http.MethodPost, srv.URL, h, []byte("{}"))
+	_, err = Do(context.Background(), hc, nil, http.MethodPost, srv.URL, h, []byte("{}"))
 	require.Error(t, err, "the drop is reported")
 	require.EqualValues(t, 2, hits.Load(), "and not retried by the transport")
 }

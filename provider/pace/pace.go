@@ -1,0 +1,107 @@
+// Package pace holds a provider's requests to its published limit for a
+// whole fleet of workers, by construction: before each request a worker
+// takes a slot in the ledger the fleet shares, and a request leaves only
+// within LeaveWithin of asking for its slot.
+//
+// Why that bounds what the provider sees: a request that reaches the
+// provider at time a asked for its slot at most LeaveWithin + transit
+// before a, and its slot's time lies between the two. The requests that
+// reach the provider in any Window therefore hold slots within a window
+// of Window + Margin, as long as transit (the request's own way to the
+// provider, after it left) stays within Margin - LeaveWithin; and the
+// ledger records no more than the limit in any such window. The task
+// queue's rate, which the server enforces, only spreads the requests so
+// that a slot is seldom waited for; it is not what holds the limit.
+package pace
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/acme/smsorch/provider"
+)
+
+const (
+	// Window is the window a provider's limit counts in: a minute.
+	Window = time.Minute
+	// LeaveWithin is how long after asking for its slot a request may
+	// still leave; a slot granted later is left unused.
+	LeaveWithin = time.Second
+	// Margin is what the slots' window adds to Window: LeaveWithin and a
+	// second for the request's way to the provider.
+	Margin = 2 * time.Second
+	// lateGrants is how many slots in a row a take may receive too late
+	// to use (a ledger slower than LeaveWithin) before it gives up.
+	lateGrants = 3
+)
+
+// Slots is where the fleet's slots are taken: the ledger.
+type Slots interface {
+	TakeSlot(ctx context.Context, name string, limit int, window time.Duration) (wait time.Duration, err error)
+}
+
+// Fleet paces one provider's requests for the fleet that shares slots.
+type Fleet struct {
+	slots     Slots
+	name      provider.Name
+	perMinute int
+	sleep     func(ctx context.Context, d time.Duration) error
+	now       func() time.Time
+}
+
+var _ provider.Pacer = (*Fleet)(nil)
+
+// New paces provider p to perMinute requests in any minute at the
+// provider, for every worker whose pacer takes its slots from slots.
+func New(slots Slots, p provider.Name, perMinute int) (*Fleet, error) {
+	if slots == nil || perMinute < 1 {
+		return nil, fmt.Errorf("pace: %s needs a ledger and a limit of at least one request a minute (got %d)", p, perMinute)
+	}
+	return &Fleet{slots: slots, name: p, perMinute: perMinute, sleep: sleep, now: time.Now}, nil
+}
+
+// PerMinute is the limit the fleet is held to.
+func (f *Fleet) PerMinute() int { return f.perMinute }
+
+// Take implements provider.Pacer: it returns once a slot is taken that
+// the request can use at once, waiting for one while ctx's deadline
+// still leaves reserve after the wait.
+func (f *Fleet) Take(ctx context.Context, reserve time.Duration) error {
+	late := 0
+	for {
+		asked := f.now()
+		wait, err := f.slots.TakeSlot(ctx, string(f.name), f.perMinute, Window+Margin)
+		if err != nil {
+			return &provider.NotSentError{Reason: fmt.Sprintf("the fleet's request slots at %s could not be read (%v)", f.name, err), RetryAfter: time.Second}
+		}
+		if wait == 0 {
+			if f.now().Sub(asked) <= LeaveWithin {
+				return nil
+			}
+			// Granted too late to leave within LeaveWithin: the slot's
+			// time is too far behind, and it stays unused.
+			if late++; late == lateGrants {
+				return &provider.NotSentError{Reason: fmt.Sprintf("the ledger granted %d request slots at %s each more than %s after they were asked for; it is too slow to pace requests", lateGrants, f.name, LeaveWithin), RetryAfter: time.Second}
+			}
+			continue
+		}
+		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(f.now()) < wait+reserve {
+			return &provider.NotSentError{Reason: fmt.Sprintf("%s's limit of %d requests a minute is used up for the next %s, and the attempt's deadline comes first", f.name, f.perMinute, wait.Round(time.Millisecond)), RetryAfter: wait}
+		}
+		if err := f.sleep(ctx, wait); err != nil {
+			return &provider.NotSentError{Reason: fmt.Sprintf("waiting for a request slot at %s: %v", f.name, err)}
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
