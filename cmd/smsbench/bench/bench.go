@@ -119,6 +119,10 @@ type Row struct {
 	HistoryEvents float64 `json:"historyEvents"`
 	// Messages is what the simulator created for the events.
 	Messages int `json:"messages"`
+	// Cost is what one run of the scenario spent (nil: not read), and
+	// History its events, a line each.
+	Cost    *Cost    `json:"cost,omitempty"`
+	History []string `json:"history,omitempty"`
 }
 
 // MemoryRow is the worker's memory with runs awaiting a decision.
@@ -330,11 +334,28 @@ func (s *stack) throughput(ctx context.Context, c client.Client, st *starter.Sta
 		return row, err
 	}
 	fill(&row, runs)
+	if err := oneRunsCost(ctx, c, &row, runs); err != nil {
+		return row, err
+	}
 	row.WorkerCPUPer1k = per1k(wAfter.CPU-wBefore.CPU, s.cfg.N)
 	row.ServerCPUPer1k = per1k(sAfter.CPU-sBefore.CPU, s.cfg.N)
 	row.WorkerPeakMB = float64(wAfter.PeakRSS) / workerMemoryMiB
 	s.logf("%s: %.1f events/s to accepted, %.1f to done", name, row.AcceptedPerSec, row.DonePerSec)
 	return row, nil
+}
+
+// oneRunsCost reads one run's history into the row: what it cost.
+func oneRunsCost(ctx context.Context, c client.Client, row *Row, runs map[string]*run) error {
+	for id := range runs {
+		events, err := history(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		cost := costOf(events)
+		row.Cost, row.History = &cost, describe(events)
+		return nil
+	}
+	return nil
 }
 
 // usages reads what the child process p and the Temporal server have

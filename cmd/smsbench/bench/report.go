@@ -59,6 +59,12 @@ func (r Report) Targets() []Target {
 			target(b, "ours-3x/ours CPU (worker+server)", ratio(cost(three), cost(ours)), 1.1, true, "x"),
 			target(b, "ours/bare p99 start to accepted", ratio(float64(ours.ToAccepted.P99), float64(bare.ToAccepted.P99)), 1.5, true, "x"),
 		)
+		if ours.Cost != nil {
+			out = append(out,
+				target(b, "history events of a delivered Bird run", float64(ours.Cost.Events), 16, true, ""),
+				target(b, "billable actions of a delivered Bird run", float64(ours.Cost.Actions), 5, true, ""),
+			)
+		}
 	}
 	for _, o := range r.Open {
 		if o.Scenario != ScenarioOurs || o.Load != 0.5 {
@@ -85,6 +91,7 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "smsbench: %d events a scenario, %d starts at a time, %d cores, %s\n", r.N, r.Conc, r.Cores, r.At.Format("2006-01-02 15:04 MST"))
 	if len(r.Rows) > 0 {
 		r.printRows(w)
+		r.printCosts(w)
 	}
 	if len(r.Open) > 0 {
 		r.printOpen(w)
