@@ -717,8 +717,8 @@ func TestALookupThatWaitsFirstAsksNothingOnItsFirstAttempt(t *testing.T) {
 // heldBack is a pacer whose fleet has no slot to give.
 type heldBack struct{}
 
-func (heldBack) Take(context.Context, time.Duration) error {
-	return &provider.NotSentError{Reason: "sendy's limit of 60 requests a minute is used up for the next 4s", RetryAfter: 4 * time.Second}
+func (heldBack) Take(context.Context, time.Duration) (provider.Slot, error) {
+	return nil, &provider.NotSentError{Reason: "sendy's limit of 60 requests a minute is used up for the next 4s", RetryAfter: 4 * time.Second}
 }
 
 // A request the fleet's pacer holds back reaches nobody: the send is

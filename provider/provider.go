@@ -175,10 +175,20 @@ func (e *NotSentError) Is(target error) bool { return target == ErrNotSent }
 // Pacer holds one provider's requests to its limit for the whole fleet:
 // a client asks it before every HTTP request it makes.
 type Pacer interface {
-	// Take returns nil once one request may leave, at once, or a
+	// Take returns a slot once one request may leave, or a
 	// *NotSentError when none may before ctx's deadline leaves the
 	// request reserve (its own timeout) to get its answer.
-	Take(ctx context.Context, reserve time.Duration) error
+	Take(ctx context.Context, reserve time.Duration) (Slot, error)
+}
+
+// Slot is one request's place within a provider's limit.
+type Slot interface {
+	// Use is called with each connection the request is about to be
+	// written on, before a byte of it is: nil lets it leave; a
+	// *NotSentError says it must not (the slot is too old by then, or
+	// the HTTP client is sending the request again, on another
+	// connection, and no slot is free for that).
+	Use(ctx context.Context) error
 }
 
 // Client is one provider's API, as the activities use it.

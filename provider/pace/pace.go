@@ -1,7 +1,10 @@
 // Package pace holds a provider's requests to its published limit for a
 // whole fleet of workers, by construction: before each request a worker
 // takes a slot in the ledger the fleet shares, and a request leaves only
-// within LeaveWithin of asking for its slot.
+// within LeaveWithin of asking for its slot: checked when the request
+// has its connection, before a byte of it is written (a slow dial or
+// handshake, or net/http sending a request again on a new connection,
+// takes a fresh slot or sends nothing).
 //
 // Why that bounds what the provider sees: a request that reaches the
 // provider at time a asked for its slot at most LeaveWithin + transit
@@ -66,33 +69,77 @@ func (f *Fleet) PerMinute() int { return f.perMinute }
 
 // Take implements provider.Pacer: it returns once a slot is taken that
 // the request can use at once, waiting for one while ctx's deadline
-// still leaves reserve after the wait.
-func (f *Fleet) Take(ctx context.Context, reserve time.Duration) error {
+// still leaves reserve after the wait and the take that follows it.
+func (f *Fleet) Take(ctx context.Context, reserve time.Duration) (provider.Slot, error) {
 	late := 0
 	for {
-		asked := f.now()
-		wait, err := f.slots.TakeSlot(ctx, string(f.name), f.perMinute, Window+Margin)
+		asked, wait, err := f.take(ctx)
 		if err != nil {
-			return &provider.NotSentError{Reason: fmt.Sprintf("the fleet's request slots at %s could not be read (%v)", f.name, err), RetryAfter: time.Second}
+			return nil, err
 		}
 		if wait == 0 {
-			if f.now().Sub(asked) <= LeaveWithin {
-				return nil
+			if f.now().Sub(asked) > LeaveWithin {
+				// Granted too late to leave within LeaveWithin: the slot's
+				// time is too far behind, and it stays unused.
+				if late++; late == lateGrants {
+					return nil, &provider.NotSentError{Reason: fmt.Sprintf("the ledger granted %d request slots at %s each more than %s after they were asked for; it is too slow to pace requests", lateGrants, f.name, LeaveWithin), RetryAfter: time.Second}
+				}
+				continue
 			}
-			// Granted too late to leave within LeaveWithin: the slot's
-			// time is too far behind, and it stays unused.
-			if late++; late == lateGrants {
-				return &provider.NotSentError{Reason: fmt.Sprintf("the ledger granted %d request slots at %s each more than %s after they were asked for; it is too slow to pace requests", lateGrants, f.name, LeaveWithin), RetryAfter: time.Second}
+			if deadline, ok := ctx.Deadline(); ok && deadline.Sub(f.now()) < reserve {
+				// The slot came, but what is left would cut the request
+				// off before its answer: better not sent than unknown.
+				return nil, &provider.NotSentError{Reason: fmt.Sprintf("a request slot at %s came with less than the request's %s left before the attempt's deadline", f.name, reserve), RetryAfter: time.Second}
 			}
-			continue
+			return &slot{f: f, asked: asked}, nil
 		}
-		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(f.now()) < wait+reserve {
-			return &provider.NotSentError{Reason: fmt.Sprintf("%s's limit of %d requests a minute is used up for the next %s, and the attempt's deadline comes first", f.name, f.perMinute, wait.Round(time.Millisecond)), RetryAfter: wait}
+		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(f.now()) < wait+LeaveWithin+reserve {
+			return nil, &provider.NotSentError{Reason: fmt.Sprintf("%s's limit of %d requests a minute is used up for the next %s, and the attempt's deadline comes first", f.name, f.perMinute, wait.Round(time.Millisecond)), RetryAfter: wait}
 		}
 		if err := f.sleep(ctx, wait); err != nil {
-			return &provider.NotSentError{Reason: fmt.Sprintf("waiting for a request slot at %s: %v", f.name, err)}
+			return nil, &provider.NotSentError{Reason: fmt.Sprintf("waiting for a request slot at %s: %v", f.name, err)}
 		}
 	}
+}
+
+// take asks the ledger for a slot once: when it asked, and how long to
+// wait when none was free.
+func (f *Fleet) take(ctx context.Context) (asked time.Time, wait time.Duration, err error) {
+	asked = f.now()
+	wait, err = f.slots.TakeSlot(ctx, string(f.name), f.perMinute, Window+Margin)
+	if err != nil {
+		return asked, 0, &provider.NotSentError{Reason: fmt.Sprintf("the fleet's request slots at %s could not be read (%v)", f.name, err), RetryAfter: time.Second}
+	}
+	return asked, wait, nil
+}
+
+// slot is one request's slot, and when it was asked for.
+type slot struct {
+	f     *Fleet
+	asked time.Time
+	used  bool
+}
+
+// Use implements provider.Slot: the first connection may carry the
+// request while the slot is fresh (within LeaveWithin of asking); a
+// connection that came later, or another connection for the same
+// request, needs a slot of its own, free now, or nothing leaves.
+func (s *slot) Use(ctx context.Context) error {
+	if !s.used && s.f.now().Sub(s.asked) <= LeaveWithin {
+		s.used = true
+		return nil
+	}
+	asked, wait, err := s.f.take(ctx)
+	switch {
+	case err != nil:
+		return err
+	case wait > 0:
+		return &provider.NotSentError{Reason: fmt.Sprintf("the connection to %s came too late for the request's slot, and the limit of %d requests a minute has none free for %s", s.f.name, s.f.perMinute, wait.Round(time.Millisecond)), RetryAfter: wait}
+	case s.f.now().Sub(asked) > LeaveWithin:
+		return &provider.NotSentError{Reason: fmt.Sprintf("the ledger granted a request slot at %s more than %s after it was asked for", s.f.name, LeaveWithin), RetryAfter: time.Second}
+	}
+	s.asked, s.used = asked, true
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

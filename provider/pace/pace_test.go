@@ -56,7 +56,8 @@ func fleet(t *testing.T, s *script) (*Fleet, *[]time.Duration) {
 func TestATakeWaitsForTheSlotTheLedgerNames(t *testing.T) {
 	s := &script{clock: time.Unix(1000, 0), answers: []answer{{wait: 700 * time.Millisecond}, {wait: 0}}}
 	f, slept := fleet(t, s)
-	require.NoError(t, f.Take(context.Background(), 5*time.Second))
+	_, err := f.Take(context.Background(), 5*time.Second)
+	require.NoError(t, err)
 	require.Equal(t, []time.Duration{700 * time.Millisecond}, *slept)
 	require.Equal(t, 2, s.takes)
 }
@@ -67,12 +68,13 @@ func TestATakeWaitsForTheSlotTheLedgerNames(t *testing.T) {
 func TestASlotGrantedTooLateIsNotUsed(t *testing.T) {
 	s := &script{clock: time.Unix(1000, 0), answers: []answer{{takes: 1500 * time.Millisecond}, {takes: 10 * time.Millisecond}}}
 	f, _ := fleet(t, s)
-	require.NoError(t, f.Take(context.Background(), 5*time.Second))
+	_, err := f.Take(context.Background(), 5*time.Second)
+	require.NoError(t, err)
 	require.Equal(t, 2, s.takes, "the late slot was not used")
 
 	s = &script{clock: time.Unix(1000, 0), answers: []answer{{takes: 2 * time.Second}, {takes: 2 * time.Second}, {takes: 2 * time.Second}}}
 	f, _ = fleet(t, s)
-	err := f.Take(context.Background(), 5*time.Second)
+	_, err = f.Take(context.Background(), 5*time.Second)
 	require.ErrorIs(t, err, provider.ErrNotSent)
 	require.ErrorContains(t, err, "too slow to pace requests")
 }
@@ -85,7 +87,7 @@ func TestNoSlotBeforeTheDeadlineSendsNothing(t *testing.T) {
 	f, slept := fleet(t, s)
 	ctx, cancel := context.WithDeadline(context.Background(), s.clock.Add(6*time.Second))
 	defer cancel()
-	err := f.Take(ctx, 5*time.Second)
+	_, err := f.Take(ctx, 5*time.Second)
 	var held *provider.NotSentError
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, 3*time.Second, held.RetryAfter)
@@ -94,7 +96,7 @@ func TestNoSlotBeforeTheDeadlineSendsNothing(t *testing.T) {
 
 	s = &script{clock: time.Now(), answers: []answer{{err: errors.New("database is locked")}}}
 	f, _ = fleet(t, s)
-	err = f.Take(context.Background(), time.Second)
+	_, err = f.Take(context.Background(), time.Second)
 	require.ErrorIs(t, err, provider.ErrNotSent)
 	require.ErrorContains(t, err, "database is locked")
 
@@ -105,8 +107,8 @@ func TestNoSlotBeforeTheDeadlineSendsNothing(t *testing.T) {
 // refuse is a pacer that lets nothing leave.
 type refuse struct{}
 
-func (refuse) Take(context.Context, time.Duration) error {
-	return &provider.NotSentError{Reason: "no slot", RetryAfter: 2 * time.Second}
+func (refuse) Take(context.Context, time.Duration) (provider.Slot, error) {
+	return nil, &provider.NotSentError{Reason: "no slot", RetryAfter: 2 * time.Second}
 }
 
 // A client whose pacer holds a request back makes no request: a send is

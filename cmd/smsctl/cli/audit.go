@@ -17,6 +17,7 @@ import (
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
+	"github.com/acme/smsorch/provider/pace"
 	"github.com/acme/smsorch/provider/sendy"
 )
 
@@ -26,6 +27,7 @@ const devSimulator = "http://127.0.0.1:8299"
 func (c *cmd) auditCommand() *cobra.Command {
 	var ledgerPath, simURL string
 	var reveal bool
+	sendyLimit := sendy.RateLimitPerMinute
 	var bc bird.Config
 	var sc sendy.Config
 	cmd := &cobra.Command{
@@ -87,8 +89,21 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 				}
 				asked = append(asked, "bird at "+bc.BaseURL)
 			}
+			// Sendy's limit is per token, the workers' and ours together:
+			// each lookup takes a slot in the fleet's ledger.
+			var sendyPacer provider.Pacer
+			if sendyLimit < 0 {
+				return usageError("--sendy-rate-limit %d is negative: give the workers' limit, or 0 for none", sendyLimit)
+			}
+			if sendyLimit > 0 {
+				f, err := pace.New(led, provider.Sendy, sendyLimit)
+				if err != nil {
+					return usageError("--sendy-rate-limit: %v", err)
+				}
+				sendyPacer = f
+			}
 			if sc.BaseURL != "" {
-				sc.Token = secret("SENDY_TOKEN")
+				sc.Token, sc.Pacer = secret("SENDY_TOKEN"), sendyPacer
 				if clients[provider.Sendy], err = sendy.New(sc); err != nil {
 					return err
 				}
@@ -125,7 +140,9 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 					case provider.Bird:
 						clients[p], err = bird.New(devmode.BirdConfig(simURL, secret("BIRD_ACCESS_KEY").Reveal(), 0))
 					case provider.Sendy:
-						clients[p], err = sendy.New(devmode.SendyConfig(simURL, secret("SENDY_TOKEN").Reveal(), "", 0))
+						cfg := devmode.SendyConfig(simURL, secret("SENDY_TOKEN").Reveal(), "", 0)
+						cfg.Pacer = sendyPacer
+						clients[p], err = sendy.New(cfg)
 					default:
 						continue
 					}
@@ -158,5 +175,6 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 	f.StringVar(&bc.WorkspaceID, "bird-workspace", "", "Bird workspace id")
 	f.StringVar(&bc.ChannelID, "bird-channel", "", "Bird channel id")
 	f.StringVar(&sc.BaseURL, "sendy-url", "", "Sendy's API (token from SENDY_TOKEN)")
+	f.IntVar(&sendyLimit, "sendy-rate-limit", sendyLimit, "Sendy's requests a minute for the whole fleet, as the workers were given: the audit's lookups take their slots in the ledger beside the workers' (0: none)")
 	return cmd
 }

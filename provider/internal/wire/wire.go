@@ -6,15 +6,18 @@ package wire
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,6 +64,11 @@ func NewHTTPClient(p provider.Name, timeout time.Duration) *http.Client {
 	tr.TLSHandshakeTimeout = timeout
 	tr.ResponseHeaderTimeout = timeout
 	tr.MaxIdleConnsPerHost = 32
+	// HTTP/1.1 only: a connection carries one request at a time, so a
+	// paced request held back at its connection (gate) can close it
+	// without cutting another request off.
+	tr.ForceAttemptHTTP2 = false
+	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	return &http.Client{
 		Timeout:       timeout,
 		Transport:     tracing.Transport(tr, string(p)),
@@ -80,10 +88,17 @@ type Answer struct {
 // gives a slot of the fleet's limit; otherwise the error is a
 // *provider.NotSentError. The error is the transport failure, if any.
 func Do(ctx context.Context, hc *http.Client, pace provider.Pacer, method, u string, header http.Header, body []byte) (Answer, error) {
+	var g *gate
 	if pace != nil {
-		if err := pace.Take(ctx, hc.Timeout); err != nil {
+		slot, err := pace.Take(ctx, hc.Timeout)
+		if err != nil {
 			return Answer{}, err
 		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		g = &gate{slot: slot, ctx: ctx, cancel: cancel}
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: g.gotConn})
 	}
 	var rd io.Reader
 	if body != nil {
@@ -102,6 +117,12 @@ func Do(ctx context.Context, hc *http.Client, pace provider.Pacer, method, u str
 		req.Header[k] = vs
 	}
 	resp, err := hc.Do(req)
+	if held := g.heldBack(); held != nil {
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return Answer{}, held
+	}
 	if err != nil {
 		return Answer{}, err
 	}
@@ -113,6 +134,43 @@ func Do(ctx context.Context, hc *http.Client, pace provider.Pacer, method, u str
 		return Answer{Status: resp.StatusCode, Header: resp.Header}, fmt.Errorf("reading the %d answer: %w", resp.StatusCode, err)
 	}
 	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+// gate lets a paced request onto a connection only with a slot it can
+// use then: the time to dial and shake hands comes after the slot was
+// given, and net/http may send a request again on a new connection.
+// Held back, the connection is closed before a byte is written (the
+// provider clients speak HTTP/1.1 only, so it carries nothing else) and
+// the request's context is cancelled, so it is not tried again.
+type gate struct {
+	slot   provider.Slot
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	held   error
+}
+
+func (g *gate) gotConn(info httptrace.GotConnInfo) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held == nil {
+		g.held = g.slot.Use(g.ctx)
+	}
+	if g.held != nil {
+		g.cancel()
+		_ = info.Conn.Close()
+	}
+}
+
+// heldBack is why the gate kept the request from leaving; nil when it
+// did not (or there is no gate).
+func (g *gate) heldBack() error {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held
 }
 
 // Send makes one attempt of req at u as provider p: a request planned
