@@ -79,6 +79,12 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bird: timeout %s is negative", cfg.Timeout)
 	}
 	var hc *http.Client
+	if cfg.Pacer != nil && cfg.HTTPClient != nil {
+		var err error
+		if cfg.HTTPClient, err = wire.PacedClient(provider.Bird, cfg.HTTPClient); err != nil {
+			return nil, err
+		}
+	}
 	hc, cfg.Timeout = wire.HTTPClient(provider.Bird, cfg.HTTPClient, cfg.Timeout, DefaultTimeout)
 	return &Client{cfg: cfg, hc: hc}, nil
 }

@@ -12,7 +12,9 @@
 // reach the provider in any Window therefore hold slots within a window
 // of Window + Margin, as long as transit (the request's own way to the
 // provider, after it left) stays within Margin - LeaveWithin; and the
-// ledger records no more than the limit in any such window. The task
+// ledger records no more than the limit in any such window, on its
+// clock, which must not step forward (a step makes the slots before it
+// look older than they are). The task
 // queue's rate, which the server enforces, only spreads the requests so
 // that a slot is seldom waited for; it is not what holds the limit.
 package pace

@@ -68,6 +68,12 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("sendy: timeout %s is negative", cfg.Timeout)
 	}
 	var hc *http.Client
+	if cfg.Pacer != nil && cfg.HTTPClient != nil {
+		var err error
+		if cfg.HTTPClient, err = wire.PacedClient(provider.Sendy, cfg.HTTPClient); err != nil {
+			return nil, err
+		}
+	}
 	hc, cfg.Timeout = wire.HTTPClient(provider.Sendy, cfg.HTTPClient, cfg.Timeout, DefaultTimeout)
 	return &Client{cfg: cfg, hc: hc}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,8 +68,7 @@ func NewHTTPClient(p provider.Name, timeout time.Duration) *http.Client {
 	// HTTP/1.1 only: a connection carries one request at a time, so a
 	// paced request held back at its connection (gate) can close it
 	// without cutting another request off.
-	tr.ForceAttemptHTTP2 = false
-	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	http1(tr)
 	return &http.Client{
 		Timeout:       timeout,
 		Transport:     tracing.Transport(tr, string(p)),
@@ -97,7 +97,7 @@ func Do(ctx context.Context, hc *http.Client, pace provider.Pacer, method, u str
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		g = &gate{slot: slot, ctx: ctx, cancel: cancel}
+		g = &gate{slot: slot, ctx: ctx, cancel: cancel, began: time.Now(), timeout: hc.Timeout}
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: g.gotConn})
 	}
 	var rd io.Reader
@@ -117,7 +117,7 @@ func Do(ctx context.Context, hc *http.Client, pace provider.Pacer, method, u str
 		req.Header[k] = vs
 	}
 	resp, err := hc.Do(req)
-	if held := g.heldBack(); held != nil {
+	if held := g.heldBack(err); held != nil {
 		if err == nil {
 			_ = resp.Body.Close()
 		}
@@ -143,18 +143,25 @@ func Do(ctx context.Context, hc *http.Client, pace provider.Pacer, method, u str
 // provider clients speak HTTP/1.1 only, so it carries nothing else) and
 // the request's context is cancelled, so it is not tried again.
 type gate struct {
-	slot   provider.Slot
-	ctx    context.Context
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	held   error
+	slot    provider.Slot
+	ctx     context.Context
+	cancel  context.CancelFunc
+	began   time.Time
+	timeout time.Duration // the client's, for the whole request
+	mu      sync.Mutex
+	held    error
+	conns   int
 }
 
 func (g *gate) gotConn(info httptrace.GotConnInfo) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.conns++
 	if g.held == nil {
 		g.held = g.slot.Use(g.ctx)
+	}
+	if g.held == nil {
+		g.held = g.tooLate()
 	}
 	if g.held != nil {
 		g.cancel()
@@ -162,15 +169,84 @@ func (g *gate) gotConn(info httptrace.GotConnInfo) {
 	}
 }
 
+// tooLate holds back a request whose connection took so long that less
+// than half of its time is left for the answer (of the client's timeout,
+// or before the caller's deadline): sent, it could end with no answer
+// and its outcome unknown; held, it is certainly not sent.
+func (g *gate) tooLate() error {
+	if g.timeout <= 0 {
+		return nil
+	}
+	left := g.timeout - time.Since(g.began)
+	if deadline, ok := g.ctx.Deadline(); ok {
+		left = min(left, time.Until(deadline))
+	}
+	if left >= g.timeout/2 {
+		return nil
+	}
+	return &provider.NotSentError{Reason: fmt.Sprintf("the connection took %s of the request's %s, and %s left is too little for an answer",
+		time.Since(g.began).Round(time.Millisecond), g.timeout, max(left, 0).Round(time.Millisecond))}
+}
+
 // heldBack is why the gate kept the request from leaving; nil when it
-// did not (or there is no gate).
-func (g *gate) heldBack() error {
+// did not (or there is no gate). A request that failed before it had a
+// connection was not sent either: on HTTP/1.1, nothing is written
+// before the connection is in hand.
+func (g *gate) heldBack(err error) error {
 	if g == nil {
 		return nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.held == nil && err != nil && g.conns == 0 {
+		return &provider.NotSentError{Reason: fmt.Sprintf("no connection to the provider (%s)", describe(err))}
+	}
 	return g.held
+}
+
+// PacedClient is the client a paced provider client uses when given
+// one: a copy whose transport speaks HTTP/1.1 only, so that the gate
+// can close a connection without cutting off another request. Its
+// transport must be an *http.Transport (nil: the default one), which
+// reports each connection the gate checks.
+func PacedClient(p provider.Name, given *http.Client) (*http.Client, error) {
+	var tr *http.Transport
+	switch t := given.Transport.(type) {
+	case nil:
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		tr = t.Clone()
+	default:
+		return nil, fmt.Errorf("%s: a paced client needs an *http.Transport, which reports each connection before a request is written on it; the given client has a %T", p, given.Transport)
+	}
+	http1(tr)
+	c := *given
+	c.Transport = tr
+	return &c, nil
+}
+
+// http1 makes tr speak HTTP/1.1 only: one request a connection.
+func http1(tr *http.Transport) {
+	tr.ForceAttemptHTTP2 = false
+	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if tr.Protocols != nil {
+		var only http.Protocols
+		only.SetHTTP1(true)
+		tr.Protocols = &only
+	}
+	if tr.TLSClientConfig != nil && slices.Contains(tr.TLSClientConfig.NextProtos, "h2") {
+		// Offered in the handshake, a server would agree on HTTP/2.
+		cfg := tr.TLSClientConfig.Clone()
+		// A new slice: Clone shares the old one's array with the given config.
+		var protos []string
+		for _, p := range cfg.NextProtos {
+			if p != "h2" {
+				protos = append(protos, p)
+			}
+		}
+		cfg.NextProtos = protos
+		tr.TLSClientConfig = cfg
+	}
 }
 
 // Send makes one attempt of req at u as provider p: a request planned
