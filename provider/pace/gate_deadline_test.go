@@ -69,7 +69,7 @@ func gateDeadline(t *testing.T, retake time.Duration) {
 			defer srv.Close()
 			led, err := ledger.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
 			require.NoError(t, err)
-			defer led.Close()
+			defer func() { _ = led.Close() }()
 			sl := &slowRetake{Slots: led, delay: retake}
 			f, err := New(sl, provider.Sendy, 60)
 			require.NoError(t, err)
