@@ -19,6 +19,7 @@ import (
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
+	"github.com/acme/smsorch/provider/pace/pacetest"
 	"github.com/acme/smsorch/provider/sendy"
 )
 
@@ -714,20 +715,13 @@ func TestALookupThatWaitsFirstAsksNothingOnItsFirstAttempt(t *testing.T) {
 	}
 }
 
-// heldBack is a pacer whose fleet has no slot to give.
-type heldBack struct{}
-
-func (heldBack) Take(context.Context, time.Duration) (provider.Slot, error) {
-	return nil, &provider.NotSentError{Reason: "sendy's limit of 60 requests a minute is used up for the next 4s", RetryAfter: 4 * time.Second}
-}
-
 // A request the fleet's pacer holds back reaches nobody: the send is
 // recorded as not executed and retried after the pacer's wait, and a
 // lookup is retried alike, as an expected failure.
 func TestARequestHeldByTheFleetsLimitIsRetriedAfterItsWait(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s, err := sendy.New(sendy.Config{BaseURL: b.url, Token: simulator.DefaultSendyToken, Sender: "MyShop", Timeout: time.Second, Pacer: heldBack{}})
+	s, err := sendy.New(sendy.Config{BaseURL: b.url, Token: simulator.DefaultSendyToken, Sender: "MyShop", Timeout: time.Second, Pacer: pacetest.Refuse{Reason: "sendy's limit of 60 requests a minute is used up for the next 4s", RetryAfter: 4 * time.Second}})
 	require.NoError(t, err)
 	b.acts.Providers[provider.Sendy] = s
 	in := event

@@ -393,10 +393,10 @@ func (a *App) providers() (map[provider.Name]provider.Client, error) {
 	// A provider with a limit gets the fleet's pacer: every request of
 	// every worker takes a slot in the ledger they share.
 	var err error
-	if birdCfg.Pacer, err = a.pacer(provider.Bird); err != nil {
+	if birdCfg.Pacer, err = pace.ForLimit(a.Ledger, provider.Bird, cfg.RateLimits[provider.Bird]); err != nil {
 		return nil, err
 	}
-	if sendyCfg.Pacer, err = a.pacer(provider.Sendy); err != nil {
+	if sendyCfg.Pacer, err = pace.ForLimit(a.Ledger, provider.Sendy, cfg.RateLimits[provider.Sendy]); err != nil {
 		return nil, err
 	}
 	out := map[provider.Name]provider.Client{}
@@ -415,19 +415,6 @@ func (a *App) providers() (map[provider.Name]provider.Client, error) {
 		out[provider.Sendy] = c
 	}
 	return out, nil
-}
-
-// pacer is provider p's share of the fleet's limit, nil when p has none.
-func (a *App) pacer(p provider.Name) (provider.Pacer, error) {
-	perMinute := a.Config.RateLimits[p]
-	if perMinute == 0 {
-		return nil, nil
-	}
-	f, err := pace.New(a.Ledger, p, perMinute)
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
 }
 
 // Banner says what is running and where, for the person who started it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,12 +111,7 @@ func TestABurstStaysWithinSendysLimitAcrossTwoWorkers(t *testing.T) {
 			limited++
 		}
 	}
-	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
-	most := 0
-	for i := range at {
-		j := sort.Search(len(at), func(j int) bool { return !at[j].Before(at[i].Add(time.Minute)) })
-		most = max(most, j-i)
-	}
+	most := pace.MostInAnyWindow(at, time.Minute)
 	t.Logf("%d Sendy events: %d requests in %s (the second worker made %d), at most %d in any 60 s, %d answered 429; all sent within %s",
 		events, len(reqs), time.Since(begin).Round(time.Second), second.n.Load(), most, limited, took.Round(time.Second))
 	require.Len(t, one.Sim.Messages(simulator.Filter{Provider: "sendy"}), events, "one message per event")

@@ -30,33 +30,39 @@ func (s *SQLite) TakeSlot(ctx context.Context, name string, limit int, window ti
 	if err := checkSlot(name, limit, window); err != nil {
 		return 0, err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	wait, err := s.takeSlot(ctx, name, limit, window)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: take a request slot for %s: %w", name, err)
 	}
+	return wait, nil
+}
+
+func (s *SQLite) takeSlot(ctx context.Context, name string, limit int, window time.Duration) (time.Duration, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
 	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, `DELETE FROM request_slots WHERE name = ? AND at <= ?`, name, s.clock().Add(-2*window).UnixNano()); err != nil {
-		return 0, fmt.Errorf("ledger: take a request slot for %s: %w", name, err)
+		return 0, err
 	}
 	now := s.clock().UnixNano()
 	since := now - window.Nanoseconds()
 	res, err := tx.ExecContext(ctx, `INSERT INTO request_slots (name, at) SELECT ?, ?
 		WHERE (SELECT count(*) FROM request_slots WHERE name = ? AND at > ?) < ?`, name, now, name, since, limit)
 	if err != nil {
-		return 0, fmt.Errorf("ledger: take a request slot for %s: %w", name, err)
+		return 0, err
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		if err == nil {
-			err = tx.Commit()
-		}
-		if err != nil {
-			return 0, fmt.Errorf("ledger: take a request slot for %s: %w", name, err)
-		}
-		return 0, nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	if n == 1 {
+		return 0, tx.Commit()
 	}
 	var oldest int64
 	if err := tx.QueryRowContext(ctx, `SELECT min(at) FROM request_slots WHERE name = ? AND at > ?`, name, since).Scan(&oldest); err != nil {
-		return 0, fmt.Errorf("ledger: take a request slot for %s: %w", name, err)
+		return 0, err
 	}
 	return max(time.Duration(oldest-since), time.Millisecond), nil
 }

@@ -78,14 +78,11 @@ func New(cfg Config) (*Client, error) {
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("bird: timeout %s is negative", cfg.Timeout)
 	}
-	var hc *http.Client
-	if cfg.Pacer != nil && cfg.HTTPClient != nil {
-		var err error
-		if cfg.HTTPClient, err = wire.PacedClient(provider.Bird, cfg.HTTPClient); err != nil {
-			return nil, err
-		}
+	hc, timeout, err := wire.HTTPClient(provider.Bird, cfg.HTTPClient, cfg.Pacer != nil, cfg.Timeout, DefaultTimeout)
+	if err != nil {
+		return nil, err
 	}
-	hc, cfg.Timeout = wire.HTTPClient(provider.Bird, cfg.HTTPClient, cfg.Timeout, DefaultTimeout)
+	cfg.Timeout = timeout
 	return &Client{cfg: cfg, hc: hc}, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -95,12 +94,7 @@ func TestTwoWorkersPacedByOneLedgerNeverPassSendysLimit(t *testing.T) {
 			limited++
 		}
 	}
-	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
-	most := 0
-	for i := range at {
-		j := sort.Search(len(at), func(j int) bool { return !at[j].Before(at[i].Add(time.Minute)) })
-		most = max(most, j-i)
-	}
+	most := MostInAnyWindow(at, time.Minute)
 	t.Logf("12 callers on 2 workers for %s: %d requests reached Sendy, at most %d in any 60 s, %d answered 429; %d held back (no slot before their deadline)",
 		run, len(reqs), most, limited, held)
 	require.LessOrEqual(t, most, 60, "requests in a 60 s window at Sendy")

@@ -201,11 +201,7 @@ func TestSixtyOneRequestsReachSendyWithinSixtySeconds(t *testing.T) {
 		require.ErrorIs(t, err, provider.ErrNotSent)
 	}
 	at := arrived()
-	most := 0
-	for i := range at {
-		j := sort.Search(len(at), func(j int) bool { return !at[j].Before(at[i].Add(time.Minute)) })
-		most = max(most, j-i)
-	}
+	most := MostInAnyWindow(at, time.Minute)
 	t.Logf("%d requests reached Sendy, first at +0, last %s later", len(at), at[len(at)-1].Sub(at[0]))
 	require.LessOrEqual(t, most, 60, "requests at Sendy in one 60 s window")
 }

@@ -22,6 +22,8 @@ package pace
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/acme/smsorch/provider"
@@ -66,8 +68,35 @@ func New(slots Slots, p provider.Name, perMinute int) (*Fleet, error) {
 	return &Fleet{slots: slots, name: p, perMinute: perMinute, sleep: sleep, now: time.Now}, nil
 }
 
-// PerMinute is the limit the fleet is held to.
-func (f *Fleet) PerMinute() int { return f.perMinute }
+// ForLimit is provider p's pacer at perMinute requests a minute for the
+// fleet that shares slots, and nil for 0 (no limit).
+func ForLimit(slots Slots, p provider.Name, perMinute int) (provider.Pacer, error) {
+	if perMinute == 0 {
+		return nil, nil
+	}
+	f, err := New(slots, p, perMinute)
+	if err != nil {
+		return nil, err // not a nil *Fleet in a non-nil Pacer
+	}
+	return f, nil
+}
+
+// fresh reports whether a request may still leave on a slot asked for
+// at asked: within LeaveWithin.
+func (f *Fleet) fresh(asked time.Time) bool { return f.now().Sub(asked) <= LeaveWithin }
+
+// MostInAnyWindow is the most of the times at that fall into one window
+// of the given length: what a Fleet holds to its limit at the provider
+// for Window, as the tests count the requests that reached it.
+func MostInAnyWindow(at []time.Time, window time.Duration) int {
+	sorted := slices.SortedFunc(slices.Values(at), func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i := range sorted {
+		j := sort.Search(len(sorted), func(j int) bool { return !sorted[j].Before(sorted[i].Add(window)) })
+		most = max(most, j-i)
+	}
+	return most
+}
 
 // Take implements provider.Pacer: it returns once a slot is taken that
 // the request can use at once, waiting for one while ctx's deadline
@@ -80,7 +109,7 @@ func (f *Fleet) Take(ctx context.Context, reserve time.Duration) (provider.Slot,
 			return nil, err
 		}
 		if wait == 0 {
-			if f.now().Sub(asked) > LeaveWithin {
+			if !f.fresh(asked) {
 				// Granted too late to leave within LeaveWithin: the slot's
 				// time is too far behind, and it stays unused.
 				if late++; late == lateGrants {
@@ -127,7 +156,7 @@ type slot struct {
 // connection that came later, or another connection for the same
 // request, needs a slot of its own, free now, or nothing leaves.
 func (s *slot) Use(ctx context.Context) error {
-	if !s.used && s.f.now().Sub(s.asked) <= LeaveWithin {
+	if !s.used && s.f.fresh(s.asked) {
 		s.used = true
 		return nil
 	}
@@ -137,7 +166,7 @@ func (s *slot) Use(ctx context.Context) error {
 		return err
 	case wait > 0:
 		return &provider.NotSentError{Reason: fmt.Sprintf("the connection to %s came too late for the request's slot, and the limit of %d requests a minute has none free for %s", s.f.name, s.f.perMinute, wait.Round(time.Millisecond)), RetryAfter: wait}
-	case s.f.now().Sub(asked) > LeaveWithin:
+	case !s.f.fresh(asked):
 		return &provider.NotSentError{Reason: fmt.Sprintf("the ledger granted a request slot at %s more than %s after it was asked for", s.f.name, LeaveWithin), RetryAfter: time.Second}
 	}
 	s.asked, s.used = asked, true

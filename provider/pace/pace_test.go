@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/provider/pace/pacetest"
 	"github.com/acme/smsorch/provider/sendy"
 )
 
@@ -104,13 +105,6 @@ func TestNoSlotBeforeTheDeadlineSendsNothing(t *testing.T) {
 	require.ErrorContains(t, err, "at least one request a minute")
 }
 
-// refuse is a pacer that lets nothing leave.
-type refuse struct{}
-
-func (refuse) Take(context.Context, time.Duration) (provider.Slot, error) {
-	return nil, &provider.NotSentError{Reason: "no slot", RetryAfter: 2 * time.Second}
-}
-
 // A client whose pacer holds a request back makes no request: a send is
 // NotExecuted (safe to send again, with the pacer's wait), and a lookup
 // fails saying nothing was sent.
@@ -118,7 +112,7 @@ func TestAHeldRequestNeverReachesTheProvider(t *testing.T) {
 	var reached atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { reached.Add(1) }))
 	defer srv.Close()
-	c, err := sendy.New(sendy.Config{BaseURL: srv.URL, Token: "t", Sender: "ACME", Pacer: refuse{}})
+	c, err := sendy.New(sendy.Config{BaseURL: srv.URL, Token: "t", Sender: "ACME", Pacer: pacetest.Refuse{Reason: "no slot", RetryAfter: 2 * time.Second}})
 	require.NoError(t, err)
 	req, err := c.Plan("order-1-shipped", "+972502345678", "", "Shipped.")
 	require.NoError(t, err)
@@ -129,4 +123,15 @@ func TestAHeldRequestNeverReachesTheProvider(t *testing.T) {
 	_, err = c.Get(context.Background(), "msg-1")
 	require.ErrorIs(t, err, provider.ErrNotSent)
 	require.Zero(t, reached.Load(), "requests that reached the provider")
+}
+
+// MostInAnyWindow counts the fullest window, whatever the order of the
+// times, and leaves them as they were.
+func TestMostInAnyWindowCountsTheFullestWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := []time.Time{t0.Add(61 * time.Second), t0, t0.Add(60 * time.Second), t0.Add(30 * time.Second), t0.Add(59900 * time.Millisecond)}
+	require.Equal(t, 4, MostInAnyWindow(at, time.Minute), "30 s, 59.9 s, 60 s and 61 s fall within [30 s, 90 s)")
+	require.Equal(t, 3, MostInAnyWindow(at[:4], time.Minute))
+	require.Equal(t, t0.Add(61*time.Second), at[0], "the caller's times keep their order")
+	require.Zero(t, MostInAnyWindow(nil, time.Minute))
 }

@@ -9,33 +9,14 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/provider/pace/pacetest"
 )
-
-type scriptedPacer struct {
-	mu   sync.Mutex
-	uses []bool
-	n    int
-}
-
-func (p *scriptedPacer) Take(context.Context, time.Duration) (provider.Slot, error) { return p, nil }
-
-func (p *scriptedPacer) Use(context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ok := p.n < len(p.uses) && p.uses[p.n]
-	p.n++
-	if ok {
-		return nil
-	}
-	return &provider.NotSentError{Reason: "held (no slot free at its connection)", RetryAfter: time.Second}
-}
 
 // A paced client given an HTTP/2 client (Config.HTTPClient): the second
 // send, held back at its connection, must not close a connection the
@@ -59,7 +40,7 @@ func TestAHeldSendDoesNotCutOffAnotherOnAGivenHTTP2Client(t *testing.T) {
 	defer srv.Close()
 	hc := srv.Client()
 	hc.Timeout = 5 * time.Second
-	c, err := New(Config{BaseURL: srv.URL, Token: "t", Sender: "ACME", HTTPClient: hc, Pacer: &scriptedPacer{uses: []bool{true, false}}})
+	c, err := New(Config{BaseURL: srv.URL, Token: "t", Sender: "ACME", HTTPClient: hc, Pacer: &pacetest.Script{Uses: []bool{true, false}}})
 	require.NoError(t, err)
 	first, err := c.Plan("order-1", "+31612345678", "", "one")
 	require.NoError(t, err)
@@ -91,7 +72,7 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestAPacedClientRefusesATransportThatReportsNoConnection(t *testing.T) {
 	t.Parallel()
 	hc := &http.Client{Transport: handlerTransport{http.NotFoundHandler()}, Timeout: 5 * time.Second}
-	_, err := New(Config{BaseURL: "https://sendy.example", Token: "t", Sender: "ACME", HTTPClient: hc, Pacer: &scriptedPacer{}})
+	_, err := New(Config{BaseURL: "https://sendy.example", Token: "t", Sender: "ACME", HTTPClient: hc, Pacer: &pacetest.Script{}})
 	require.ErrorContains(t, err, "a paced client needs an *http.Transport")
 	_, err = New(Config{BaseURL: "https://sendy.example", Token: "t", Sender: "ACME", HTTPClient: hc})
 	require.NoError(t, err, "without a pacer, any transport")

@@ -67,14 +67,11 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("sendy: timeout %s is negative", cfg.Timeout)
 	}
-	var hc *http.Client
-	if cfg.Pacer != nil && cfg.HTTPClient != nil {
-		var err error
-		if cfg.HTTPClient, err = wire.PacedClient(provider.Sendy, cfg.HTTPClient); err != nil {
-			return nil, err
-		}
+	hc, timeout, err := wire.HTTPClient(provider.Sendy, cfg.HTTPClient, cfg.Pacer != nil, cfg.Timeout, DefaultTimeout)
+	if err != nil {
+		return nil, err
 	}
-	hc, cfg.Timeout = wire.HTTPClient(provider.Sendy, cfg.HTTPClient, cfg.Timeout, DefaultTimeout)
+	cfg.Timeout = timeout
 	return &Client{cfg: cfg, hc: hc}, nil
 }
 

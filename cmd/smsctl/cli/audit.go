@@ -91,16 +91,9 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 			}
 			// Sendy's limit is per token, the workers' and ours together:
 			// each lookup takes a slot in the fleet's ledger.
-			var sendyPacer provider.Pacer
-			if sendyLimit < 0 {
-				return usageError("--sendy-rate-limit %d is negative: give the workers' limit, or 0 for none", sendyLimit)
-			}
-			if sendyLimit > 0 {
-				f, err := pace.New(led, provider.Sendy, sendyLimit)
-				if err != nil {
-					return usageError("--sendy-rate-limit: %v", err)
-				}
-				sendyPacer = f
+			sendyPacer, err := pace.ForLimit(led, provider.Sendy, sendyLimit)
+			if err != nil {
+				return usageError("--sendy-rate-limit: %v, or 0 for none", err)
 			}
 			if sc.BaseURL != "" {
 				sc.Token, sc.Pacer = secret("SENDY_TOKEN"), sendyPacer

@@ -21,28 +21,8 @@ import (
 
 	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/provider"
+	"github.com/acme/smsorch/provider/pace/pacetest"
 )
-
-// scriptedPacer hands out slots whose Use answers from uses, in order
-// (true: the slot may be used; false: held back).
-type scriptedPacer struct {
-	mu   sync.Mutex
-	uses []bool
-	n    int
-}
-
-func (p *scriptedPacer) Take(context.Context, time.Duration) (provider.Slot, error) { return p, nil }
-
-func (p *scriptedPacer) Use(context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ok := p.n < len(p.uses) && p.uses[p.n]
-	p.n++
-	if ok {
-		return nil
-	}
-	return &provider.NotSentError{Reason: "held by the review's pacer", RetryAfter: time.Second}
-}
 
 // countingListener counts the bytes the server reads from each
 // connection it accepts (after TLS, when it wraps a TLS listener).
@@ -139,7 +119,7 @@ func TestGateHeldSendSendsNoByte(t *testing.T) {
 		t.Run(name+"/new connection", func(t *testing.T) {
 			u, ln, hc, handled := gateServer(t, tlsOn)
 			for i := range 20 {
-				res := send(context.Background(), hc, &scriptedPacer{uses: []bool{false}}, u)
+				res := send(context.Background(), hc, &pacetest.Script{Uses: []bool{false}}, u)
 				require.Equal(t, provider.NotExecuted, res.Outcome, "try %d: %s", i, res.Reason)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -149,13 +129,13 @@ func TestGateHeldSendSendsNoByte(t *testing.T) {
 		t.Run(name+"/reused connection", func(t *testing.T) {
 			u, ln, hc, handled := gateServer(t, tlsOn)
 			for i := range 20 {
-				res := send(context.Background(), hc, &scriptedPacer{uses: []bool{true}}, u)
+				res := send(context.Background(), hc, &pacetest.Script{Uses: []bool{true}}, u)
 				require.Equal(t, provider.Accepted, res.Outcome, res.Reason)
 				time.Sleep(10 * time.Millisecond) // back in the idle pool
 				before := ln.read.Load()
 				var reused atomic.Bool
 				ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused.Store(i.Reused) }})
-				res = send(ctx, hc, &scriptedPacer{uses: []bool{false}}, u)
+				res = send(ctx, hc, &pacetest.Script{Uses: []bool{false}}, u)
 				require.True(t, reused.Load(), "try %d: the held send had a reused connection", i)
 				require.Equal(t, provider.NotExecuted, res.Outcome, "try %d: %s", i, res.Reason)
 				time.Sleep(20 * time.Millisecond)
@@ -170,11 +150,11 @@ func TestGateHeldSendSendsNoByte(t *testing.T) {
 func TestGateHeldLookupOnReusedConnection(t *testing.T) {
 	t.Parallel()
 	u, ln, hc, handled := gateServer(t, false)
-	_, err := Do(context.Background(), hc, &scriptedPacer{uses: []bool{true}}, http.MethodGet, u, nil, nil)
+	_, err := Do(context.Background(), hc, &pacetest.Script{Uses: []bool{true}}, http.MethodGet, u, nil, nil)
 	require.NoError(t, err)
 	time.Sleep(10 * time.Millisecond)
 	before := ln.read.Load()
-	_, err = Do(context.Background(), hc, &scriptedPacer{uses: []bool{false}}, http.MethodGet, u, nil, nil)
+	_, err = Do(context.Background(), hc, &pacetest.Script{Uses: []bool{false}}, http.MethodGet, u, nil, nil)
 	require.ErrorIs(t, err, provider.ErrNotSent)
 	time.Sleep(20 * time.Millisecond)
 	require.Equal(t, before, ln.read.Load())
@@ -195,7 +175,7 @@ func TestGateConcurrentHeldAndPassed(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ok := i%3 != 0
-			res := send(context.Background(), hc, &scriptedPacer{uses: []bool{ok}}, u)
+			res := send(context.Background(), hc, &pacetest.Script{Uses: []bool{ok}}, u)
 			if ok {
 				require.Equal(t, provider.Accepted, res.Outcome, res.Reason)
 				passed.Add(1)

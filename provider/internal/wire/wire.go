@@ -43,16 +43,21 @@ func JSON(v any) ([]byte, error) {
 // MaxBody bounds how much of an answer is read; provider answers are small.
 const MaxBody = 1 << 20
 
-// HTTPClient is the client provider p uses: the one given, as it is, or
-// a new one whose attempts end within timeout (def when timeout is 0).
-func HTTPClient(p provider.Name, given *http.Client, timeout, def time.Duration) (*http.Client, time.Duration) {
+// HTTPClient is the client provider p uses: the one given, as it is
+// (paced: its HTTP/1.1 copy, pacedClient), or a new one whose attempts
+// end within timeout (def when timeout is 0).
+func HTTPClient(p provider.Name, given *http.Client, paced bool, timeout, def time.Duration) (*http.Client, time.Duration, error) {
 	if timeout == 0 {
 		timeout = def
 	}
-	if given != nil {
-		return given, timeout
+	switch {
+	case given == nil:
+		return NewHTTPClient(p, timeout), timeout, nil
+	case paced:
+		c, err := pacedClient(p, given)
+		return c, timeout, err
 	}
-	return NewHTTPClient(p, timeout), timeout
+	return given, timeout, nil
 }
 
 // NewHTTPClient returns a client whose every attempt ends within timeout.
@@ -204,12 +209,12 @@ func (g *gate) heldBack(err error) error {
 	return g.held
 }
 
-// PacedClient is the client a paced provider client uses when given
+// pacedClient is the client a paced provider client uses when given
 // one: a copy whose transport speaks HTTP/1.1 only, so that the gate
 // can close a connection without cutting off another request. Its
 // transport must be an *http.Transport (nil: the default one), which
 // reports each connection the gate checks.
-func PacedClient(p provider.Name, given *http.Client) (*http.Client, error) {
+func pacedClient(p provider.Name, given *http.Client) (*http.Client, error) {
 	var tr *http.Transport
 	switch t := given.Transport.(type) {
 	case nil:
