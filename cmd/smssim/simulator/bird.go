@@ -150,7 +150,7 @@ func (s *Server) birdSend(w http.ResponseWriter, r *http.Request) {
 		s.sleep(hangFor(delay))
 	}
 
-	status, answer, msgID := s.birdExecute(ws, ch, key, body, fault)
+	status, answer, msgID := s.birdExecute(ws, ch, key, body, fault, delay)
 	if key != "" {
 		// Storing the answer completes the request: release the lock in the
 		// same step, so a retry sees either the lock or the stored answer.
@@ -185,7 +185,7 @@ func (s *Server) birdInProgress(w http.ResponseWriter, rec *Request, fault Kind)
 
 // birdExecute validates the body and creates the message; it returns the
 // answer to send (and to store for replay).
-func (s *Server) birdExecute(ws, ch, key string, body []byte, fault Kind) (int, []byte, string) {
+func (s *Server) birdExecute(ws, ch, key string, body []byte, fault Kind, delay time.Duration) (int, []byte, string) {
 	var req birdMessage // the request carries the same receiver, body and reference
 	invalid := func(msg string) (int, []byte, string) {
 		b, _ := json.Marshal(birdError{Code: "E00400", Name: "InvalidPayload", Message: msg})
@@ -208,7 +208,7 @@ func (s *Server) birdExecute(ws, ch, key string, body []byte, fault Kind) (int, 
 	m := &Message{
 		Provider: Bird, ID: s.newID(), Key: key, Workspace: ws, Channel: ch,
 		To: to, Text: req.Body.Text.Text, Reference: req.Reference, CreatedAt: s.nowLocked(),
-		final: s.finalStatusLocked(Bird, fault),
+		final: s.finalStatusLocked(Bird, fault), deliverIn: deliverIn(fault, delay),
 	}
 	s.addMessageLocked(m)
 	view := s.viewLocked(m, m.CreatedAt)

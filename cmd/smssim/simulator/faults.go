@@ -40,10 +40,13 @@ const (
 	// Unauthorized: a 401 before execution, as when the provider's
 	// credential was rotated and the worker still sends the old one.
 	Unauthorized Kind = "unauthorized"
+	// SlowDelivery: the send succeeds, and the message reaches its final
+	// status after Delay instead of the simulator's delivery delay.
+	SlowDelivery Kind = "slow_delivery"
 )
 
 // Kinds lists every fault kind.
-var Kinds = []Kind{DropAfterCommit, Unstored, Hang, LockExpiry, Error5xx, Unavailable, RateLimit, InProgress, FailDelivery, Undeliver, Unauthorized}
+var Kinds = []Kind{DropAfterCommit, Unstored, Hang, LockExpiry, Error5xx, Unavailable, RateLimit, InProgress, FailDelivery, Undeliver, Unauthorized, SlowDelivery}
 
 // birdOnly and sendyOnly name faults that only one contract defines.
 var (
@@ -68,8 +71,9 @@ type Fault struct {
 	// Rate injects into each matching request with this probability; the
 	// rule stays until cleared.
 	Rate float64 `json:"rate,omitempty"`
-	// Delay is the wait for Hang and LockExpiry, and the Retry-After of
-	// RateLimit (whole seconds, at least 1).
+	// Delay is the wait for Hang and LockExpiry, the Retry-After of
+	// RateLimit (whole seconds, at least 1), and the delivery delay of
+	// SlowDelivery.
 	Delay Duration `json:"delay,omitempty"`
 }
 

@@ -193,7 +193,7 @@ func (s *Server) sendySend(w http.ResponseWriter, r *http.Request) {
 	m := &Message{
 		Provider: Sendy, ID: "msg_" + strings.ReplaceAll(s.newID(), "-", "")[:20], Key: key,
 		To: req.To, From: req.From, Text: req.Body, Mode: req.Mode, CreatedAt: now, Credits: credits,
-		final: s.finalStatusLocked(Sendy, fault),
+		final: s.finalStatusLocked(Sendy, fault), deliverIn: deliverIn(fault, delay),
 	}
 	s.addMessageLocked(m)
 	if k != nil && fault != Unstored {

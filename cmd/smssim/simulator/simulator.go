@@ -150,6 +150,8 @@ type Message struct {
 	CreditsRefunded int    `json:"creditsRefunded,omitempty"`
 
 	final string // the status it ends in after DeliveryDelay
+	// deliverIn, when set, replaces DeliveryDelay (a SlowDelivery fault).
+	deliverIn time.Duration
 }
 
 // Request is one request the simulator received.
@@ -327,6 +329,9 @@ func (s *Server) viewLocked(m *Message, now time.Time) Message {
 	v := *m
 	age := now.Sub(m.CreatedAt)
 	d := s.cfg.DeliveryDelay
+	if m.deliverIn > 0 {
+		d = m.deliverIn
+	}
 	switch {
 	case age >= d:
 		v.Status = m.final
@@ -374,6 +379,15 @@ func (s *Server) finish(rec *Request, status int, replay bool, fault Kind, messa
 		zap.String("provider", rec.Provider), zap.String("method", rec.Method), zap.String("path", strings.SplitN(rec.Path, "?", 2)[0]),
 		zap.String("key", rec.Key), zap.Int("status", status), zap.Bool("replay", replay),
 		zap.String("fault", string(fault)), zap.String("message", messageID))
+}
+
+// deliverIn is the delivery delay a fault gives a new message (0: the
+// simulator's).
+func deliverIn(fault Kind, delay time.Duration) time.Duration {
+	if fault == SlowDelivery {
+		return delay
+	}
+	return 0
 }
 
 // finalStatus draws the status a new message ends in.

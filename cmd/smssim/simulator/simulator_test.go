@@ -428,3 +428,26 @@ func TestListenServesAndCloses(t *testing.T) {
 	_, err = sim.Listen(strings.TrimPrefix(l.URL, "http://") + "x")
 	require.ErrorContains(t, err, "cannot listen")
 }
+
+// A slow delivery takes its fault's delay instead of the simulator's.
+func TestFaultSlowDelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.DeliveryDelay = time.Minute })
+	b.fault(t, Fault{Kind: SlowDelivery, Provider: Bird, Key: "bird-slow", Delay: Duration(time.Hour)})
+	b.fault(t, Fault{Kind: SlowDelivery, Provider: Sendy, Key: "sendy-slow", Delay: Duration(time.Hour)})
+	for _, k := range []string{"bird-ok", "bird-slow"} {
+		require.Equal(t, http.StatusAccepted, b.bird(k).status)
+	}
+	for _, k := range []string{"sendy-ok", "sendy-slow"} {
+		require.Equal(t, http.StatusAccepted, b.do("POST", sendyPath, k, strings.Replace(sendyBody, "58213", k, 1), time.Second).status)
+	}
+	status := func(key string) string { return b.sim.Messages(Filter{Key: key})[0].Status }
+	b.sim.Advance(2 * time.Minute)
+	require.Equal(t, "delivered", status("bird-ok"))
+	require.Equal(t, "delivered", status("sendy-ok"))
+	require.Equal(t, "accepted", status("bird-slow"), "2 minutes into an hour's delivery")
+	require.Equal(t, "queued", status("sendy-slow"), "2 minutes into an hour's delivery")
+	b.sim.Advance(time.Hour)
+	require.Equal(t, "delivered", status("bird-slow"))
+	require.Equal(t, "delivered", status("sendy-slow"))
+}
