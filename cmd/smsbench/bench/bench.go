@@ -68,7 +68,10 @@ type Config struct {
 	// OpenLoads are the open-loop scenarios' arrival rates, as shares of
 	// the rate bare Temporal sustained at saturation; each runs OpenFor.
 	OpenLoads []float64
-	OpenFor   time.Duration
+	// OpenRate is a fixed open-loop rate a second (0: none), run after
+	// the shares: a one-time code's realistic load.
+	OpenRate float64
+	OpenFor  time.Duration
 	// IntakeFrom is the intake's first rate of signed posts a second;
 	// each step runs IntakeFor (0: no intake rows).
 	IntakeFrom float64

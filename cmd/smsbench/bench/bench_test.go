@@ -104,10 +104,13 @@ func TestTargetsCompareWithTheBounds(t *testing.T) {
 	for _, x := range report().Targets() {
 		got[x.Name] = x
 	}
-	require.Len(t, got, 9)
+	require.Len(t, got, 10)
 	open := got["ours/bare p99 start to accepted, open loop at 50% of bare's rate"]
 	require.InDelta(t, 1.25, open.Value, 1e-9)
 	require.True(t, open.Met, "1.25 is within 1.3")
+	lean := got["ours/bare p99 arrival to accepted, open loop at 50% of bare's rate"]
+	require.InDelta(t, 1.25, lean.Value, 1e-9)
+	require.Equal(t, 3.0, lean.Bound, "the lean run's bound at half of bare's rate")
 	acc := got["ours/bare throughput to accepted"]
 	require.InDelta(t, 0.9, acc.Value, 1e-9)
 	require.True(t, acc.Met)

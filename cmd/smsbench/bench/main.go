@@ -55,6 +55,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&cfg.Bins.Simulator, "sim-bin", "", "the simulator program (default: built from this module)")
 	fs.BoolVar(&cfg.SkipThroughput, "skip-throughput", false, "leave out bare, ours, ours-3x and direct (measure only memory and the Sendy pace)")
 	loads := fs.String("open-loads", "0.25,0.5,0.75", "open-loop arrival rates, as shares of bare Temporal's saturation rate in the same run (\"\": no open loop)")
+	fs.Float64Var(&cfg.OpenRate, "open-rate", 10, "a fixed open-loop arrival rate, events a second, beside the shares (0: none)")
 	fs.DurationVar(&cfg.OpenFor, "open-for", 30*time.Second, "how long events arrive in each open-loop scenario")
 	fs.Float64Var(&cfg.IntakeFrom, "intake-from", 20, "the intake's first rate of signed posts a second; each step is 1.5 times the last")
 	fs.DurationVar(&cfg.IntakeFor, "intake-for", 10*time.Second, "how long each step of the intake's load runs (0: no intake rows)")
