@@ -2,8 +2,9 @@
 // event in the ledger and planning the request, the send itself, the
 // reconciliation against our records and the provider's, delivery status
 // lookups and settling the event, one activity to a file: prepare.go,
-// recall.go, plan.go, send.go, reconcile.go, status.go, settle.go; the
-// retry policies are in policy.go.
+// recall.go, plan.go, send.go (with its first status lookup,
+// firstlook.go), reconcile.go, status.go, settle.go; the retry policies
+// are in policy.go.
 //
 // This is the one place where provider answers become Temporal errors. Each
 // outcome class has an error type below; the workflow's retry policy is
@@ -11,6 +12,7 @@
 package activities
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -91,7 +93,10 @@ type Activities struct {
 	Policies map[provider.Name]Policy
 	Ledger   ledger.Ledger
 	// Now is the clock; default time.Now.
-	Now    func() time.Time
+	Now func() time.Time
+	// Sleep waits d or until ctx ends (a Send's FirstLook); default a
+	// timer.
+	Sleep  func(ctx context.Context, d time.Duration) error
 	Logger *zap.Logger
 }
 

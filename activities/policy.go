@@ -17,7 +17,8 @@ type Policy struct {
 	// closes, counted from the key's first attempt. Default 10 minutes.
 	WindowMargin time.Duration `json:"windowMargin"`
 	// AttemptTimeout bounds one HTTP attempt (the client's timeout). The
-	// send activity's start-to-close is this plus AttemptSlack. Default 15 s.
+	// send activity's start-to-close is this plus AttemptSlack, plus
+	// FirstLookTime when it looks its message up first. Default 15 s.
 	AttemptTimeout time.Duration `json:"attemptTimeout"`
 	// InitialBackoff and MaxBackoff shape the retries of unknown and
 	// not-executed outcomes. Defaults 1 s and 5 minutes.

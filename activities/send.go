@@ -36,6 +36,9 @@ type SendInput struct {
 	// the retries' one: its ledger rows are numbered after theirs, so it
 	// never overwrites the record of an earlier attempt of the run.
 	AfterRetries bool `json:"afterRetries,omitempty"`
+	// Look, when set, makes the attempt that gets the message accepted
+	// look it up once and settle a delivered one (FirstLook).
+	Look *FirstLook `json:"look,omitempty"`
 }
 
 // SendOutput is the attempt that got the message accepted.
@@ -52,6 +55,15 @@ type SendOutput struct {
 	// still take effect until the policy's LateEffectHorizon has passed,
 	// so the workflow looks again then.
 	UncertainSince time.Time `json:"uncertainSince"`
+	// AcceptedAt is when the answer came, on the worker's clock: with a
+	// FirstLook, the run learns of it only after the look.
+	AcceptedAt time.Time `json:"acceptedAt"`
+	// Looked is the status the FirstLook found, empty when it made no
+	// look or the look failed.
+	Looked provider.Status `json:"looked,omitempty"`
+	// Settled is the ledger's outcome after the FirstLook's settle, nil
+	// when the Send did not settle the event.
+	Settled *SettleOutput `json:"settled,omitempty"`
 }
 
 // SendFailure is the details of a failed attempt's ApplicationError.
@@ -64,7 +76,33 @@ type SendFailure struct {
 // the ledger before the HTTP call and completes it after, and refuses to
 // start once the key's replay window (minus margin) has passed since its
 // first attempt: past it, only reconciliation may decide about a resend.
+//
+// With a FirstLook, the attempt then looks its accepted message up; the
+// send itself keeps the deadline it has without the look
+// (FirstLook.SendWithin), so the look's time never lets a request leave
+// later after the attempt's start than it could without it: the late
+// look for a second message is timed by that (Policy.LateEffectHorizon).
 func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error) {
+	sendCtx, cancel := sendPart(ctx, in)
+	defer cancel()
+	out, err := a.send(sendCtx, in)
+	if err == nil {
+		a.firstLook(ctx, in, &out)
+	}
+	return out, err
+}
+
+// sendPart is the context of the send up to its answer: with a
+// FirstLook, it ends SendWithin after the attempt started.
+func sendPart(ctx context.Context, in SendInput) (context.Context, context.CancelFunc) {
+	if in.Look == nil || in.Look.SendWithin <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, activity.GetInfo(ctx).StartedTime.Add(in.Look.SendWithin))
+}
+
+// send is one attempt, up to its answer.
+func (a *Activities) send(ctx context.Context, in SendInput) (SendOutput, error) {
 	begun := time.Now() // the time the activity's deadline left it is read from here, before the ledger's reads
 	info := activity.GetInfo(ctx)
 	req := in.Request
@@ -109,7 +147,7 @@ func (a *Activities) Send(ctx context.Context, in SendInput) (SendOutput, error)
 	if res.Outcome.Sent() {
 		// Earlier runs count too: a run that resumed the event starts
 		// again at activity attempt 1.
-		out := SendOutput{Result: res, Attempt: info.Attempt}
+		out := SendOutput{Result: res, Attempt: info.Attempt, AcceptedAt: a.now()}
 		out.UncertainSince = a.earlierUncertain(ctx, in.EventKey, row)
 		out.Uncertain = !out.UncertainSince.IsZero()
 		return out, nil
@@ -153,7 +191,11 @@ func (a *Activities) timeForAnAnswer(ctx context.Context, in SendInput, begun ti
 	// The run's attempt time, which its start-to-close holds with the
 	// slack, capped by the client's own timeout on this worker.
 	need := a.policy(req.Provider).AttemptTimeout
-	if run := info.StartToCloseTimeout - AttemptSlack; run > 0 {
+	stc := info.StartToCloseTimeout
+	if in.Look != nil && in.Look.SendWithin > 0 {
+		stc = in.Look.SendWithin // the rest is the look's
+	}
+	if run := stc - AttemptSlack; run > 0 {
 		need = min(need, run)
 	}
 	left := deadline.Sub(begun)

@@ -32,14 +32,17 @@ import (
 // The shortened policy: a 12 s replay window with a 3 s margin, so a
 // provider that stays down reaches reconciliation in about 9 s.
 var policy = activities.Policy{
-	ReplayWindow:      12 * time.Second,
-	WindowMargin:      3 * time.Second,
-	AttemptTimeout:    time.Second,
-	InitialBackoff:    200 * time.Millisecond,
-	MaxBackoff:        time.Second,
-	InProgressDelay:   300 * time.Millisecond,
-	StatusPollInitial: 100 * time.Millisecond,
-	StatusPollMax:     300 * time.Millisecond,
+	ReplayWindow:    12 * time.Second,
+	WindowMargin:    3 * time.Second,
+	AttemptTimeout:  time.Second,
+	InitialBackoff:  200 * time.Millisecond,
+	MaxBackoff:      time.Second,
+	InProgressDelay: 300 * time.Millisecond,
+	// The first lookup comes after the simulator's delivery delay (300
+	// ms, below): a Bird run's Send finds its message delivered when it
+	// looks first (activities.FirstLook), as a real one mostly does.
+	StatusPollInitial: 400 * time.Millisecond,
+	StatusPollMax:     800 * time.Millisecond,
 	TrackingLimit:     30 * time.Second,
 	ReconcileBudget:   10 * time.Second,
 	DecisionDeadline:  2 * time.Minute,

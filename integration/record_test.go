@@ -49,10 +49,17 @@ func TestRecordHistories(t *testing.T) {
 		name string
 		run  func(t *testing.T) string // returns the key, after the run ended
 	}{
-		// Delivered at each provider: Bird's first lookup waits in the
-		// lookup activity, Sendy's lookups are paced by a timer.
+		// Delivered at each provider: Bird's Send looks its message up
+		// first and settles it, Sendy's lookups are paced by a timer.
 		{"bird-delivered.json", func(t *testing.T) string {
 			return finished(t, input(provider.Bird, newKey("shipped")))
+		}},
+		// Bird's first look finds the message not delivered yet: the
+		// run tracks it and settles itself.
+		{"bird-delivered-after-the-first-look.json", func(t *testing.T) string {
+			in := input(provider.Bird, newKey("shipped"))
+			fault(t, simulator.Fault{Kind: simulator.SlowDelivery, Provider: "bird", Key: in.Key, Delay: simulator.Duration(2 * time.Second)})
+			return finished(t, in)
 		}},
 		{"sendy-paced-delivered.json", func(t *testing.T) string {
 			return finished(t, input(provider.Sendy, newKey("shipped")))

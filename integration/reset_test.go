@@ -230,6 +230,9 @@ func TestA401AfterAnUnknownSendyAttemptIsNotFailed(t *testing.T) {
 func resetThen401(t *testing.T) (contract.Input, string) {
 	t.Helper()
 	in := input(provider.Bird, newKey("shipped"))
+	// Delivered late: the Send's first look finds it not delivered yet,
+	// so the run is accepted and not settled when it is reset.
+	fault(t, simulator.Fault{Kind: simulator.SlowDelivery, Provider: "bird", Key: in.Key, Delay: simulator.Duration(5 * time.Second)})
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
 	events := historyWith(t, in.Key, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 20*time.Second)

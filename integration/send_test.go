@@ -421,13 +421,19 @@ func checkProviderQueues(t *testing.T, key string, p provider.Name) {
 	}
 	require.Positive(t, seen["Send"])
 	require.Positive(t, seen["Reconcile"])
-	require.Positive(t, seen["Status"])
+	if p == provider.Sendy {
+		// Bird's Send looks its message up first (activities.FirstLook)
+		// and finds it delivered: no Status activity.
+		require.Positive(t, seen["Status"])
+	}
 }
 
-// A delivered run as the server holds it: the ledger steps are markers
-// of local activities, delivery is tracked by one Status activity however
-// many lookups it took, and the search attributes are upserted only when
-// the state changes.
+// A delivered run as the server holds it: the claim in the ledger is a
+// local activity's marker; the Send that got the message accepted looked
+// it up once (FirstLook) and, finding it delivered, settled it; the start
+// set the search attributes, and only the outcome is upserted. Its shape
+// is pinned: a change that grows it fails here (docs/performance.md,
+// "What one run costs, counted").
 func TestADeliveredRunHasALeanHistory(t *testing.T) {
 	t.Parallel()
 	// Through the Go API, which sets the search attributes at the start.
@@ -455,14 +461,11 @@ func TestADeliveredRunHasALeanHistory(t *testing.T) {
 			workflowTasks++
 		}
 	}
-	require.Equal(t, map[string]int{"Send": 1, "Status": 1}, tasks, "only the provider's calls are activity tasks")
-	require.Equal(t, 2, markers, "Prepare and Settle as local activities, and no version marker")
-	// Accepted and Delivered: the start set Sending, the provider and the key.
-	require.Equal(t, 2, upserts, "the start set the attributes; only changes are upserted")
-	// The lookups are scheduled in the task that records the acceptance:
-	// no timer before the first one.
-	require.Zero(t, timers, "the first wait is the lookup activity's first attempt")
-	require.LessOrEqual(t, workflowTasks, 3, "start, acceptance, delivery")
-	require.LessOrEqual(t, events, 21, "22 with the version marker of before 1.0.0, 40 before the ledger steps were local activities")
+	require.Equal(t, map[string]int{"Send": 1}, tasks, "the Send made the first lookup: no Status activity")
+	require.Equal(t, 1, markers, "the claim as a local activity; the Send settled, and no version marker")
+	require.Equal(t, 1, upserts, "the start set Sending, the provider and the key; only the outcome is upserted")
+	require.Zero(t, timers)
+	require.Equal(t, 2, workflowTasks, "the start, and the Send's completion")
+	require.Equal(t, 13, events, "21 before the Send looked first and settled, 40 before the ledger steps were local activities")
 	t.Logf("a delivered run: %d history events, %d workflow tasks, %d markers, %d upserts", events, workflowTasks, markers, upserts)
 }

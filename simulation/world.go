@@ -128,6 +128,10 @@ func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
 		Policies:  policies,
 		Ledger:    led,
 		Now:       w.clock.Now,
+		// Activities take no time here: a Send's first look (FirstLook)
+		// looks at the moment of the acceptance, when no scenario's
+		// message is delivered yet, so the run tracks delivery itself.
+		Sleep: func(context.Context, time.Duration) error { return nil },
 	}
 	return w, nil
 }

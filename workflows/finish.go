@@ -126,6 +126,9 @@ func (r *run) lookAtLeft() {
 // reset replaced) may have sent under keys this run never saw: those are
 // searched first, and what turns up there stands.
 func (r *run) settleKnown() {
+	if r.settledBySend() {
+		return
+	}
 	for i := 0; ; i++ {
 		r.reportUnresolved()
 		out, ok := r.settleChecked(i < 3)
@@ -134,6 +137,24 @@ func (r *run) settleKnown() {
 		}
 		r.searchUnknownKeys(out)
 	}
+}
+
+// settledBySend takes the settle the Send made (ledgerState.settled)
+// when the run ends as that Send saw it, Delivered with nothing owed
+// before the settle; else the run settles itself, and the ledger keeps
+// the first settle.
+func (r *run) settledBySend() bool {
+	s := r.held.settled
+	r.held.settled = nil
+	if s == nil || r.st.State != contract.Delivered || s.MessageID != r.msgs.primary {
+		return false
+	}
+	if !r.look.lateAt.IsZero() || r.look.unresolved() {
+		return false
+	}
+	defer r.countSettled()
+	r.settled(*s, nil)
+	return true
 }
 
 // endedUnsent reports an outcome that says nothing was sent: Cancelled

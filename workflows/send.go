@@ -91,6 +91,10 @@ type messageState struct {
 	// observed are the message ids whose status the run has seen (in an
 	// answer, a lookup or a search).
 	observed map[string]bool
+	// firstLooked is the message the Send that got it accepted looked up
+	// once (activities.FirstLook): tracking it starts at the schedule's
+	// second interval.
+	firstLooked string
 }
 
 // searchOutcome is what the last search of a provider's records said.
@@ -191,6 +195,10 @@ type ledgerState struct {
 	// takeovers counts the times the run took the event over from
 	// another run of its workflow.
 	takeovers int
+	// settled is the settle a Send made when its first look found the
+	// message delivered (activities.FirstLook): finish takes it instead
+	// of settling again.
+	settled *activities.SettleOutput
 }
 
 // onQueue puts an activity of the provider in use on the provider's own

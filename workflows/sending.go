@@ -63,8 +63,9 @@ func (r *run) send() (contract.State, bool) {
 // retry policy by outcome class, bounded by budget and maxAttempts; last
 // marks the last attempt after the retries.
 func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (activities.SendOutput, error) {
+	look := r.firstLook()
 	ctx := workflow.WithActivityOptions(r.ctx, r.onQueue(workflow.ActivityOptions{
-		StartToCloseTimeout:    r.policy.AttemptTimeout + activities.AttemptSlack,
+		StartToCloseTimeout:    r.policy.AttemptTimeout + activities.AttemptSlack + activities.FirstLookTime(look),
 		ScheduleToCloseTimeout: budget,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    r.policy.InitialBackoff,
@@ -89,9 +90,47 @@ func (r *run) sendAttempts(budget time.Duration, maxAttempts int32, last bool) (
 	var out activities.SendOutput
 	err := workflow.ExecuteActivity(ctx, a.Send, activities.SendInput{
 		EventKey: r.in.Key, Request: r.sending.req, Budget: r.policy.SendBudget(), InProgressDelay: r.policy.InProgressDelay, LedgerID: r.held.ledgerID,
-		AfterRetries: after,
+		AfterRetries: after, Look: look,
 	}).Get(ctx, &out)
 	return out, err
+}
+
+// maxFirstLookWait bounds the wait a Send makes for its first status
+// lookup: a longer first interval (--status-poll) is a timer's, not an
+// activity's, to wait.
+const maxFirstLookWait = 30 * time.Second
+
+// firstLook is what a Send does beside the send (activities.FirstLook):
+// the first status lookup, where the provider's lookups are not held to
+// its rate limit and the tracking schedule's first wait is short, and
+// the settle of a delivered message, where the run's own settle would
+// be the plain one (settlesPlainly).
+func (r *run) firstLook() *activities.FirstLook {
+	if r.policy.LookupsPaced || r.policy.StatusPollInitial > maxFirstLookWait {
+		return nil
+	}
+	l := &activities.FirstLook{After: r.policy.StatusPollInitial, SendWithin: r.policy.AttemptTimeout + activities.AttemptSlack, Timeout: r.policy.AttemptTimeout}
+	if r.settlesPlainly() {
+		l.Settle = &activities.SettleInput{LedgerID: r.held.ledgerID, KnownKeys: r.st.KeysUsed}
+	}
+	return l
+}
+
+// settlesPlainly reports a run whose settle, were its message delivered
+// now, would be the event's first, with nothing to look behind or report
+// first: its first send of the event, no attempt without a certain
+// answer, no provider left, no message known and nothing found. A Send
+// may make that settle; every other run settles itself (finish.go).
+func (r *run) settlesPlainly() bool {
+	switch {
+	case !r.held.claimed || r.held.takeovers > 0:
+		return false // the claim is another run's, or was
+	case !r.look.lateAt.IsZero() || len(r.look.left) > 0 || r.look.unresolved():
+		return false // a look is owed before the settle
+	case r.dec.resends > 0 || r.dec.applying != nil:
+		return false // a person decided: the run settles what it did
+	}
+	return len(r.st.MessageIDs) == 0 && len(r.findings()) == 0
 }
 
 // sent reads the send's end: accepted, rejected, or the outcome unknown.
@@ -101,10 +140,15 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		r.st.Attempts += int(out.Attempt)
 		if len(r.st.MessageIDs) == 0 {
 			// The event's first accepted message: how long after the
-			// event's start a provider took it (a one-time code's SLO).
+			// event's start a provider took it (a one-time code's SLO),
+			// by the worker's clock when the Send looked first.
 			// Through the SDK's handler: not recorded again on replay.
+			at := workflow.Now(r.ctx)
+			if !out.AcceptedAt.IsZero() && out.AcceptedAt.Before(at) {
+				at = out.AcceptedAt
+			}
 			workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"provider": string(r.sending.req.Provider)}).
-				Timer(name.AcceptLatency).Record(workflow.Now(r.ctx).Sub(workflow.GetInfo(r.ctx).WorkflowStartTime))
+				Timer(name.AcceptLatency).Record(max(at.Sub(workflow.GetInfo(r.ctx).WorkflowStartTime), 0))
 		}
 		if res.Outcome == provider.Replayed {
 			r.st.Replays++
@@ -116,6 +160,9 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		r.st.DeliveryStatus = string(res.Status)
 		r.addMessageAt(res.MessageID, r.st.Provider)
 		r.seen(res.MessageID, res.Status)
+		// What the Send's first look found came before any search below:
+		// a search may find fresher news, or another message to follow.
+		r.lookedFirst(res.MessageID, out.Looked)
 		if out.Uncertain {
 			r.note(contract.KindSearching, "an earlier attempt of %s ended without a certain answer: looking for a second message under the key", r.sending.req.Key)
 			byKey, _, _ := r.lookForDuplicates([]string{r.sending.req.Key})
@@ -124,6 +171,12 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 				r.possibleDuplicate(fmt.Sprintf("%s answered attempt %d with a new message (not a replay) after an attempt of %s without a certain answer; had that attempt taken effect without %s storing its answer, the phone got two messages, and %s cannot be searched by key to tell",
 					r.st.Provider, out.Attempt, r.sending.req.Key, r.st.Provider, r.st.Provider))
 			}
+		}
+		r.held.settled = out.Settled
+		if next, final := r.finalStatus(r.msgs.primary, provider.Status(r.st.DeliveryStatus)); final {
+			// A final status ends the tracking before it begins: a
+			// delivered run goes from Sending to Delivered.
+			return next, false
 		}
 		return contract.Accepted, false
 	}
@@ -150,6 +203,22 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 	}
 	r.sending.last = errorMessage(err)
 	return r.unsettled(), false
+}
+
+// lookedFirst reads the status the Send's first look found for message
+// id (activities.FirstLook; empty when it made none): tracking it starts
+// from the schedule's second interval.
+func (r *run) lookedFirst(id string, looked provider.Status) {
+	r.msgs.firstLooked = ""
+	if looked == "" {
+		return
+	}
+	r.msgs.firstLooked = id
+	if string(looked) != r.st.DeliveryStatus {
+		r.st.DeliveryStatus = string(looked)
+		r.note(contract.KindStatus, "message %s is %s", id, looked)
+	}
+	r.seen(id, looked)
 }
 
 // maxNotSentWindows bounds the windows a run spends on a key whose send

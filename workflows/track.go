@@ -20,6 +20,12 @@ func (r *run) track() (contract.State, bool) {
 	id := r.msgs.primary
 	limit := workflow.Now(r.ctx).Add(r.policy.TrackingLimit)
 	interval := r.policy.StatusPollInitial
+	if r.msgs.firstLooked == id {
+		// The Send made the first lookup: the next comes an interval
+		// later, twice the first.
+		interval = min(2*interval, r.policy.StatusPollMax)
+	}
+	r.msgs.firstLooked = ""
 	// The answer that accepted the message (a replay carries the
 	// message's status) or the search that found it may already say how
 	// it ended.
@@ -87,7 +93,7 @@ func (r *run) nextLookup(id string, limit time.Time, interval time.Duration, fir
 func (r *run) finalStatus(id string, s provider.Status) (contract.State, bool) {
 	switch {
 	case s == provider.StatusDelivered:
-		r.st.Reason = fmt.Sprintf("delivered as message %s", id)
+		r.st.Reason = activities.DeliveredReason(id)
 		return contract.Delivered, true
 	case s.Failed():
 		r.seen(id, s)
