@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
+	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/provider"
 )
 
@@ -147,6 +148,7 @@ func (a *Activities) lookOnce(ctx context.Context, in SendInput, l *FirstLook, i
 		a.log().Info("the send's first status lookup failed; the run looks again on its schedule", zap.String("key", in.EventKey), zap.String("message", id), zap.Error(err))
 		return provider.Message{}, false
 	}
+	tracing.Annotate(ctx, tracing.Status.String(string(m.Status)))
 	return lean(m), true
 }
 

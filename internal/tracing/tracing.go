@@ -51,6 +51,9 @@ const (
 	// Outcome is the class of a provider's answer (accepted, replayed,
 	// rejected, unknown, throttled, not_executed, …) or of a lookup.
 	Outcome = attribute.Key("sms.outcome")
+	// Status is the delivery status the first lookup of a Send found
+	// (delivered, sent, queued, failed, …), on the Send's span.
+	Status = attribute.Key("sms.status")
 	// Answer is what the intake answered (started, existing, invalid,
 	// conflict, unauthorized, …).
 	Answer = attribute.Key("sms.answer")
