@@ -433,7 +433,7 @@ func checkProviderQueues(t *testing.T, key string, p provider.Name) {
 // it up once (FirstLook) and, finding it delivered, settled it; the start
 // set the search attributes, and only the outcome is upserted. Its shape
 // is pinned: a change that grows it fails here (docs/performance.md,
-// "What one run costs, counted").
+// "The latest full run").
 func TestADeliveredRunHasALeanHistory(t *testing.T) {
 	t.Parallel()
 	// Through the Go API, which sets the search attributes at the start.
