@@ -270,3 +270,91 @@ func TestAStoppingWorkerSendsTheAcceptedAnswerWithoutTheLook(t *testing.T) {
 	require.Empty(t, out.Looked)
 	require.Less(t, time.Since(begun), time.Minute, "it did not wait the two minutes")
 }
+
+// A Send whose look found the message delivered and settled the event,
+// and whose completion never reached the server (the worker died after
+// the settle): the server runs the attempt again. The retry sends the
+// same key and bytes, so Bird replays the first answer; nothing new is
+// sent, and the ledger, the retry's answer and the settle agree on the
+// one message.
+func TestARetryAfterTheSendsSettleSendsNothingNewAndAgrees(t *testing.T) {
+	t.Parallel()
+	b, in := firstLookSetup(t)
+	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	first, err := send(t, b, in)
+	require.NoError(t, err)
+	require.NotNil(t, first.Settled)
+
+	// The retried attempt: its own ledger row, as attempt 2 has.
+	in.AfterRetries = true
+	again, err := send(t, b, in)
+	require.NoError(t, err)
+	require.Equal(t, provider.Replayed, again.Result.Outcome)
+	require.Equal(t, first.Result.MessageID, again.Result.MessageID)
+	require.False(t, again.Uncertain, "the first attempt's answer is on record")
+	require.Len(t, b.sim.Messages(simulator.Filter{Provider: "bird"}), 1, "one SMS")
+	e := settled(t, b)
+	require.Equal(t, Delivered, e.Outcome)
+	require.Equal(t, first.Result.MessageID, e.MessageID)
+	if again.Settled != nil {
+		require.Equal(t, Delivered, again.Settled.Outcome)
+		require.Equal(t, first.Result.MessageID, again.Settled.MessageID)
+	}
+}
+
+// failingSettle is a ledger whose settle fails.
+type failingSettle struct{ ledger.Ledger }
+
+func (failingSettle) Settle(context.Context, string, string, string, string, time.Time) (ledger.Event, error) {
+	return ledger.Event{}, errors.New("ledger: connection refused")
+}
+
+// A settle that fails changes nothing the send did: the answer and the
+// look stand, the Send reports no settle, and the ledger holds none.
+func TestASendWhoseSettleFailsLeavesItToTheRun(t *testing.T) {
+	t.Parallel()
+	b, in := firstLookSetup(t)
+	b.acts.Ledger = failingSettle{b.led}
+	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	out, err := send(t, b, in)
+	require.NoError(t, err)
+	require.Equal(t, provider.Accepted, out.Result.Outcome)
+	require.Equal(t, provider.StatusDelivered, out.Looked)
+	require.Nil(t, out.Settled)
+	require.Empty(t, settled(t, b).Outcome)
+}
+
+// An answer dropped after the provider committed it (unknown), then
+// replayed: the replay's look finds the message delivered, but the
+// unknown attempt may have sent a second one, so the Send does not
+// settle.
+func TestAReplayAfterADroppedAnswerIsNotSettledByTheSend(t *testing.T) {
+	t.Parallel()
+	b, in := firstLookSetup(t)
+	require.NoError(t, b.sim.AddFault(simulator.Fault{Kind: simulator.DropAfterCommit, Provider: "bird", Count: 1}))
+	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	_, err := send(t, b, in)
+	require.Error(t, err, "the answer was dropped")
+	in.AfterRetries = true
+	out, err := send(t, b, in)
+	require.NoError(t, err)
+	require.Equal(t, provider.Replayed, out.Result.Outcome)
+	require.True(t, out.Uncertain)
+	require.Equal(t, provider.StatusDelivered, out.Looked)
+	require.Nil(t, out.Settled)
+	require.Empty(t, settled(t, b).Outcome)
+}
+
+// A look that finds the message failed reports it and settles nothing.
+func TestAFirstLookThatFindsTheMessageFailedSettlesNothing(t *testing.T) {
+	t.Parallel()
+	b, in := firstLookSetup(t)
+	require.NoError(t, b.sim.AddFault(simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Count: 1}))
+	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	out, err := send(t, b, in)
+	require.NoError(t, err)
+	require.Equal(t, provider.Accepted, out.Result.Outcome)
+	require.True(t, out.Looked.Failed(), "looked: %s", out.Looked)
+	require.Nil(t, out.Settled)
+	require.Empty(t, settled(t, b).Outcome)
+}

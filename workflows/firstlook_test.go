@@ -8,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
@@ -256,4 +259,181 @@ func TestOnlyTheMessageTheSendLookedUpIsTrackedFromTheSecondInterval(t *testing.
 	require.Equal(t, "m-2", (*lookups)[0].MessageID)
 	require.Equal(t, h.policy.StatusPollInitial, (*lookups)[0].FirstWait,
 		"nobody looked at m-2: its tracking must start at the schedule's first interval")
+}
+
+// A resend (a person decided it) whose Send looks and finds the new
+// message delivered: the Send was not asked to settle, so the run
+// settles the event itself, with the message it delivered.
+func TestAResendFoundDeliveredByItsLookIsSettledByTheRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
+			out := accepted("m-1", attempt, provider.Accepted)
+			out.Looked = provider.StatusFailed
+			return out, nil
+		}
+		out := accepted("m-2", attempt, provider.Accepted)
+		out.Looked = provider.StatusDelivered // Settle was not asked for: none made
+		return out, nil
+	})
+	lookups := h.statusCalls(provider.StatusDelivered)
+	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(key+"~resend-1"), nil)
+	h.signal(time.Minute, contract.SignalResend, map[string]string{"by": "alice", "reason": "customer did not get it"})
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, res.State)
+	require.Len(t, h.sends, 2)
+	require.Nil(t, h.sends[1].Look.Settle)
+	require.Empty(t, *lookups)
+	require.Len(t, h.settles, 1, "the run settles what the Send did not")
+	require.Equal(t, "Delivered", h.settles[0].Outcome)
+	require.Equal(t, "m-2", h.settles[0].MessageID)
+	require.NotNil(t, h.settled)
+	require.Equal(t, "m-2", h.settled.MessageID)
+}
+
+// A Temporal cancellation request that comes while the Send waits for
+// its look: the Send finds the message delivered and settles it; the
+// run ends Delivered (a sent SMS cannot be cancelled), agreeing with the
+// ledger, and says it refused the request.
+func TestATemporalCancellationDuringTheLookMeetsADeliveredSettledRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).After(10 * time.Second).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
+		h.mu.Lock()
+		h.sends = append(h.sends, in)
+		h.mu.Unlock()
+		return lookedAndSettled("m-1"), nil
+	})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	require.Equal(t, contract.Delivered, res.State)
+	require.Empty(t, h.settles, "the Send settled")
+	require.Equal(t, []string{string(contract.Sending), string(contract.Delivered)}, h.states)
+	require.True(t, timelineHasKind(h.query(), contract.KindDecisionRefused), "the cancellation request was refused")
+}
+
+// The Send's start-to-close holds the look: the attempt's own time
+// (AttemptTimeout + AttemptSlack, which the send keeps as SendWithin),
+// the wait, the lookup's bound (the attempt timeout, at most
+// FirstLookTimeout) and the settle's time; a Send that does not look
+// (paced lookups) keeps the attempt's own time only.
+func TestTheSendsStartToCloseHoldsTheLook(t *testing.T) {
+	t.Parallel()
+	for _, paced := range []bool{false, true} {
+		h := newHarness(t)
+		h.policy.LookupsPaced = paced
+		h.prepared()
+		var stc time.Duration
+		h.env.OnActivity(a.Send, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
+			h.mu.Lock()
+			h.sends = append(h.sends, in)
+			stc = activity.GetInfo(ctx).StartToCloseTimeout
+			h.mu.Unlock()
+			if in.Look == nil {
+				return accepted("m-1", 1, provider.Accepted), nil
+			}
+			return lookedAndSettled("m-1"), nil
+		})
+		h.statuses(provider.StatusDelivered)
+		h.run()
+		_, err := h.result()
+		require.NoError(t, err)
+		own := h.policy.AttemptTimeout + activities.AttemptSlack
+		if paced {
+			require.Nil(t, h.sends[0].Look)
+			require.Equal(t, own, stc)
+			continue
+		}
+		require.NotNil(t, h.sends[0].Look)
+		require.Equal(t, own, h.sends[0].Look.SendWithin)
+		require.Equal(t, own+h.policy.StatusPollInitial+min(h.policy.AttemptTimeout, activities.FirstLookTimeout)+activities.FirstLookSettleTime, stc)
+		require.Equal(t, 40*time.Second, stc, "with the default policy: 15 s + 5 s + the 10 s wait + 5 s for the lookup + 5 s for the settle")
+	}
+}
+
+// A Send attempt that got the message accepted, looked, found it
+// delivered and settled the event, but whose completion came after its
+// start-to-close (the worker stalled after the settle): the server runs
+// the attempt again, Bird replays the answer, and that attempt's look
+// settles again (the ledger keeps the one settle). The run ends
+// Delivered with the one message, agreeing with the ledger, and says the
+// replay sent nothing again.
+func TestASendRetriedAfterItsSettleEndsDeliveredWithTheOneMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared()
+	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
+		h.mu.Lock()
+		h.sends = append(h.sends, in)
+		h.mu.Unlock()
+		attempt := activity.GetInfo(ctx).Attempt
+		if attempt == 1 {
+			// The settle the stalled attempt made in the ledger.
+			h.mu.Lock()
+			h.settled = &activities.SettleInput{Key: key, Outcome: activities.Delivered, Reason: activities.DeliveredReason("m-1"), MessageID: "m-1"}
+			h.mu.Unlock()
+			// Its completion came too late: the server timed it out.
+			return activities.SendOutput{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
+		}
+		out := lookedAndSettled("m-1")
+		out.Result.Outcome, out.Attempt = provider.Replayed, attempt
+		return out, nil
+	})
+	lookups := h.statusCalls(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	s := h.query()
+	require.Equal(t, contract.Delivered, res.State, "timeline:\n%s", timelineTexts(s))
+	require.Equal(t, []string{"m-1"}, res.MessageIDs)
+	require.Equal(t, 1, res.Replays)
+	require.False(t, res.PossibleDuplicate)
+	require.False(t, res.DuplicateSend)
+	require.Empty(t, *lookups)
+	require.Equal(t, "m-1", h.settled.MessageID)
+	require.Equal(t, []string{string(contract.Sending), string(contract.Delivered)}, h.states)
+	t.Logf("sends: %d, attempts: %d\n%s", len(h.sends), res.Attempts, timelineTexts(s))
+}
+
+// A Send attempt that settled the event (its look found the message
+// delivered) and then timed out; the retried attempt's look fails and
+// no lookup answers until the tracking limit: the run would end
+// Unconfirmed, and its settle meets the one its own stalled Send
+// attempt made. The run takes
+// the ledger's Delivered, and must not say another run of its workflow
+// (one a reset replaced) settled it: no other run exists.
+func TestARunWhoseOwnStalledSendSettledDoesNotBlameAnotherRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.policy.TrackingLimit = 2 * time.Minute
+	h.prepared()
+	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
+		h.mu.Lock()
+		h.sends = append(h.sends, in)
+		h.mu.Unlock()
+		attempt := activity.GetInfo(ctx).Attempt
+		if attempt == 1 {
+			h.mu.Lock()
+			h.settled = &activities.SettleInput{Key: key, Outcome: activities.Delivered, Reason: activities.DeliveredReason("m-1"), MessageID: "m-1"}
+			h.mu.Unlock()
+			return activities.SendOutput{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
+		}
+		out := accepted("m-1", attempt, provider.Replayed) // its look failed
+		return out, nil
+	})
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(provider.Message{}, temporal.NewApplicationError("bird: 503 service unavailable", "ProviderUnavailable"))
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	s := h.query()
+	t.Logf("state %s, reason: %s\ntimeline:\n%s", res.State, res.Reason, timelineTexts(s))
+	require.Equal(t, contract.Delivered, res.State, "the ledger holds Delivered, settled by this run's own Send")
+	require.NotContains(t, res.Reason, "another run of this workflow", "no other run of the workflow exists")
 }

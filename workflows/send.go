@@ -199,6 +199,10 @@ type ledgerState struct {
 	// message delivered (activities.FirstLook): finish takes it instead
 	// of settling again.
 	settled *activities.SettleOutput
+	// sendSettles is true once a Send was asked to settle a delivered
+	// message itself: a settle the ledger holds before the run's own may
+	// then be that Send's, one whose answer the run never got.
+	sendSettles bool
 }
 
 // onQueue puts an activity of the provider in use on the provider's own

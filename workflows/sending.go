@@ -112,6 +112,7 @@ func (r *run) firstLook() *activities.FirstLook {
 	l := &activities.FirstLook{After: r.policy.StatusPollInitial, SendWithin: r.policy.AttemptTimeout + activities.AttemptSlack, Timeout: r.policy.AttemptTimeout}
 	if r.settlesPlainly() {
 		l.Settle = &activities.SettleInput{LedgerID: r.held.ledgerID, KnownKeys: r.st.KeysUsed}
+		r.held.sendSettles = true
 	}
 	return l
 }
