@@ -46,7 +46,7 @@ func settled(t *testing.T, b bundle) ledger.Event {
 func TestASendLooksItsMessageUpAndSettlesADeliveredOne(t *testing.T) {
 	t.Parallel()
 	b, in := firstLookSetup(t)
-	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	in.Look = settlingLook(in, 3*time.Second)
 	out, err := send(t, b, in)
 	require.NoError(t, err)
 	require.Equal(t, provider.Accepted, out.Result.Outcome)
@@ -96,7 +96,7 @@ func TestASendAfterAnUncertainAttemptLeavesTheSettleToTheRun(t *testing.T) {
 	hold(t, b, event.Key, "earlier")
 	require.NoError(t, b.led.BeginAttempt(ctx, row)) // never ended: a crash
 	hold(t, b, event.Key, "default-test-run-id")
-	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	in.Look = settlingLook(in, 3*time.Second)
 	out, err := send(t, b, in)
 	require.NoError(t, err)
 	require.True(t, out.Uncertain)
@@ -117,7 +117,7 @@ func TestASendLeavesTheSettleToTheRunWhenTheLedgerHoldsAKeyItDidNotName(t *testi
 	row.EndedAt, row.Outcome = row.StartedAt, string(provider.Rejected)
 	require.NoError(t, b.led.EndAttempt(ctx, row))
 	hold(t, b, event.Key, "default-test-run-id")
-	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	in.Look = settlingLook(in, 3*time.Second)
 	out, err := send(t, b, in)
 	require.NoError(t, err)
 	require.Equal(t, provider.StatusDelivered, out.Looked)
@@ -131,7 +131,7 @@ func TestASendsFirstLookThatFailsOrHasNoTimeIsLeftOut(t *testing.T) {
 	t.Parallel()
 	b, in := firstLookSetup(t)
 	b.acts.Sleep = func(context.Context, time.Duration) error { return errors.New("worker stopping") }
-	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	in.Look = settlingLook(in, 3*time.Second)
 	out, err := send(t, b, in)
 	require.NoError(t, err)
 	require.Equal(t, provider.Accepted, out.Result.Outcome)
@@ -140,7 +140,7 @@ func TestASendsFirstLookThatFailsOrHasNoTimeIsLeftOut(t *testing.T) {
 
 	b, in = firstLookSetup(t)
 	b.acts.Providers[provider.Bird] = failingGet{b.acts.Providers[provider.Bird]}
-	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	in.Look = settlingLook(in, 3*time.Second)
 	out, err = send(t, b, in)
 	require.NoError(t, err)
 	require.Equal(t, provider.Accepted, out.Result.Outcome)
@@ -280,7 +280,7 @@ func TestAStoppingWorkerSendsTheAcceptedAnswerWithoutTheLook(t *testing.T) {
 func TestARetryAfterTheSendsSettleSendsNothingNewAndAgrees(t *testing.T) {
 	t.Parallel()
 	b, in := firstLookSetup(t)
-	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	in.Look = settlingLook(in, 3*time.Second)
 	first, err := send(t, b, in)
 	require.NoError(t, err)
 	require.NotNil(t, first.Settled)
@@ -315,7 +315,7 @@ func TestASendWhoseSettleFailsLeavesItToTheRun(t *testing.T) {
 	t.Parallel()
 	b, in := firstLookSetup(t)
 	b.acts.Ledger = failingSettle{b.led}
-	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	in.Look = settlingLook(in, 3*time.Second)
 	out, err := send(t, b, in)
 	require.NoError(t, err)
 	require.Equal(t, provider.Accepted, out.Result.Outcome)
@@ -332,7 +332,7 @@ func TestAReplayAfterADroppedAnswerIsNotSettledByTheSend(t *testing.T) {
 	t.Parallel()
 	b, in := firstLookSetup(t)
 	require.NoError(t, b.sim.AddFault(simulator.Fault{Kind: simulator.DropAfterCommit, Provider: "bird", Count: 1}))
-	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	in.Look = settlingLook(in, 3*time.Second)
 	_, err := send(t, b, in)
 	require.Error(t, err, "the answer was dropped")
 	in.AfterRetries = true
@@ -350,11 +350,17 @@ func TestAFirstLookThatFindsTheMessageFailedSettlesNothing(t *testing.T) {
 	t.Parallel()
 	b, in := firstLookSetup(t)
 	require.NoError(t, b.sim.AddFault(simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Count: 1}))
-	in.Look = &FirstLook{After: 3 * time.Second, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+	in.Look = settlingLook(in, 3*time.Second)
 	out, err := send(t, b, in)
 	require.NoError(t, err)
 	require.Equal(t, provider.Accepted, out.Result.Outcome)
 	require.True(t, out.Looked.Failed(), "looked: %s", out.Looked)
 	require.Nil(t, out.Settled)
 	require.Empty(t, settled(t, b).Outcome)
+}
+
+// settlingLook asks a Send for a look after the wait and, the message
+// found delivered, for the settle under its one key.
+func settlingLook(in SendInput, after time.Duration) *FirstLook {
+	return &FirstLook{After: after, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
 }

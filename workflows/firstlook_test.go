@@ -369,22 +369,10 @@ func TestASendRetriedAfterItsSettleEndsDeliveredWithTheOneMessage(t *testing.T) 
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
-		h.mu.Lock()
-		h.sends = append(h.sends, in)
-		h.mu.Unlock()
-		attempt := activity.GetInfo(ctx).Attempt
-		if attempt == 1 {
-			// The settle the stalled attempt made in the ledger.
-			h.mu.Lock()
-			h.settled = &activities.SettleInput{Key: key, Outcome: activities.Delivered, Reason: activities.DeliveredReason("m-1"), MessageID: "m-1"}
-			h.mu.Unlock()
-			// Its completion came too late: the server timed it out.
-			return activities.SendOutput{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
-		}
+	h.settlesThenStalls(func(attempt int32) activities.SendOutput {
 		out := lookedAndSettled("m-1")
 		out.Result.Outcome, out.Attempt = provider.Replayed, attempt
-		return out, nil
+		return out
 	})
 	lookups := h.statusCalls(provider.StatusDelivered)
 	h.run()
@@ -414,19 +402,8 @@ func TestARunWhoseOwnStalledSendSettledDoesNotBlameAnotherRun(t *testing.T) {
 	h := newHarness(t)
 	h.policy.TrackingLimit = 2 * time.Minute
 	h.prepared()
-	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
-		h.mu.Lock()
-		h.sends = append(h.sends, in)
-		h.mu.Unlock()
-		attempt := activity.GetInfo(ctx).Attempt
-		if attempt == 1 {
-			h.mu.Lock()
-			h.settled = &activities.SettleInput{Key: key, Outcome: activities.Delivered, Reason: activities.DeliveredReason("m-1"), MessageID: "m-1"}
-			h.mu.Unlock()
-			return activities.SendOutput{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
-		}
-		out := accepted("m-1", attempt, provider.Replayed) // its look failed
-		return out, nil
+	h.settlesThenStalls(func(attempt int32) activities.SendOutput {
+		return accepted("m-1", attempt, provider.Replayed) // its look failed
 	})
 	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(provider.Message{}, temporal.NewApplicationError("bird: 503 service unavailable", "ProviderUnavailable"))
 	h.run()
@@ -436,4 +413,22 @@ func TestARunWhoseOwnStalledSendSettledDoesNotBlameAnotherRun(t *testing.T) {
 	t.Logf("state %s, reason: %s\ntimeline:\n%s", res.State, res.Reason, timelineTexts(s))
 	require.Equal(t, contract.Delivered, res.State, "the ledger holds Delivered, settled by this run's own Send")
 	require.NotContains(t, res.Reason, "another run of this workflow", "no other run of the workflow exists")
+}
+
+// settlesThenStalls makes the Send's first attempt settle m-1 as
+// delivered in the ledger and then time out (its completion came after
+// its start-to-close, as when the worker stalls after the settle); later
+// attempts answer what later gives.
+func (h *harness) settlesThenStalls(later func(attempt int32) activities.SendOutput) {
+	h.env.OnActivity(a.Send, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.SendInput) (activities.SendOutput, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.sends = append(h.sends, in)
+		attempt := activity.GetInfo(ctx).Attempt
+		if attempt > 1 {
+			return later(attempt), nil
+		}
+		h.settled = &activities.SettleInput{Key: key, Outcome: activities.Delivered, Reason: activities.DeliveredReason("m-1"), MessageID: "m-1"}
+		return activities.SendOutput{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
+	})
 }
