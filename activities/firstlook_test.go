@@ -73,8 +73,7 @@ func TestASendsFirstLookSettlesOnlyADeliveredMessageItIsAskedToSettle(t *testing
 	require.NoError(t, err)
 	require.NotEmpty(t, out.Looked)
 	require.False(t, out.Looked.Final(), "1 s after the acceptance the simulator has not delivered it")
-	require.Nil(t, out.Settled)
-	require.Empty(t, settled(t, b).Outcome)
+	requireNoSettle(t, b, out)
 
 	b, in = firstLookSetup(t)
 	in.Look = &FirstLook{After: 3 * time.Second}
@@ -101,8 +100,7 @@ func TestASendAfterAnUncertainAttemptLeavesTheSettleToTheRun(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, out.Uncertain)
 	require.Equal(t, provider.StatusDelivered, out.Looked)
-	require.Nil(t, out.Settled)
-	require.Empty(t, settled(t, b).Outcome)
+	requireNoSettle(t, b, out)
 }
 
 // A key in the ledger the run did not name (another run of the workflow
@@ -121,8 +119,7 @@ func TestASendLeavesTheSettleToTheRunWhenTheLedgerHoldsAKeyItDidNotName(t *testi
 	out, err := send(t, b, in)
 	require.NoError(t, err)
 	require.Equal(t, provider.StatusDelivered, out.Looked)
-	require.Nil(t, out.Settled)
-	require.Empty(t, settled(t, b).Outcome)
+	requireNoSettle(t, b, out)
 }
 
 // The look never changes the send's result: a lookup that fails, or an
@@ -320,8 +317,7 @@ func TestASendWhoseSettleFailsLeavesItToTheRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, provider.Accepted, out.Result.Outcome)
 	require.Equal(t, provider.StatusDelivered, out.Looked)
-	require.Nil(t, out.Settled)
-	require.Empty(t, settled(t, b).Outcome)
+	requireNoSettle(t, b, out)
 }
 
 // An answer dropped after the provider committed it (unknown), then
@@ -341,8 +337,7 @@ func TestAReplayAfterADroppedAnswerIsNotSettledByTheSend(t *testing.T) {
 	require.Equal(t, provider.Replayed, out.Result.Outcome)
 	require.True(t, out.Uncertain)
 	require.Equal(t, provider.StatusDelivered, out.Looked)
-	require.Nil(t, out.Settled)
-	require.Empty(t, settled(t, b).Outcome)
+	requireNoSettle(t, b, out)
 }
 
 // A look that finds the message failed reports it and settles nothing.
@@ -355,12 +350,19 @@ func TestAFirstLookThatFindsTheMessageFailedSettlesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, provider.Accepted, out.Result.Outcome)
 	require.True(t, out.Looked.Failed(), "looked: %s", out.Looked)
-	require.Nil(t, out.Settled)
-	require.Empty(t, settled(t, b).Outcome)
+	requireNoSettle(t, b, out)
 }
 
 // settlingLook asks a Send for a look after the wait and, the message
 // found delivered, for the settle under its one key.
 func settlingLook(in SendInput, after time.Duration) *FirstLook {
 	return &FirstLook{After: after, Settle: &SettleInput{KnownKeys: []string{in.Request.Key}}}
+}
+
+// requireNoSettle checks that the Send reports no settle and the ledger
+// holds none.
+func requireNoSettle(t *testing.T, b bundle, out SendOutput) {
+	t.Helper()
+	require.Nil(t, out.Settled)
+	require.Empty(t, settled(t, b).Outcome)
 }

@@ -338,23 +338,15 @@ func settleOptions() workflow.ActivityOptions {
 	}
 }
 
-// settler says who settled the event before the run's own settle: with
-// no takeover, only a Send of this run asked to settle (one whose answer
-// was lost, as when its attempt timed out) can have; else the run a reset
-// replaced.
-func (r *run) settler() string {
+// settler says who settled the event before the run's own settle, and
+// what this run is beside it: with no takeover, only a Send of this run
+// asked to settle (one whose answer was lost, as when its attempt timed
+// out) can have; else the run a reset replaced.
+func (r *run) settler() (by, self string) {
 	if r.held.takeovers == 0 && r.held.sendSettles {
-		return "by an attempt of this run's Send whose answer the run did not get"
+		return "by an attempt of this run's Send whose answer the run did not get", "then found"
 	}
-	return "by another run of this workflow"
-}
-
-// foundOrReplaced goes with settler: what this run is beside the settler.
-func (r *run) foundOrReplaced() string {
-	if r.held.takeovers == 0 && r.held.sendSettles {
-		return "then found"
-	}
-	return "which replaced it, found"
+	return "by another run of this workflow", "which replaced it, found"
 }
 
 // settled reads the answer of a settle.
@@ -373,8 +365,9 @@ func (r *run) settled(out activities.SettleOutput, err error) {
 		// a message that went out as this run's (a lesser one this settle
 		// would have replaced: ledger.Rank). That outcome, and its
 		// message, are the event's; the run says what it found itself.
+		by, self := r.settler()
 		r.st.Reason = fmt.Sprintf("the ledger already held the outcome %s for the event, settled at %s %s (%s); this run %s: %s (%s)",
-			out.Outcome, out.SettledAt.UTC().Format(time.RFC3339), r.settler(), out.Reason, r.foundOrReplaced(), r.st.State, r.st.Reason)
+			out.Outcome, out.SettledAt.UTC().Format(time.RFC3339), by, out.Reason, self, r.st.State, r.st.Reason)
 		r.st.State = contract.State(out.Outcome)
 		if out.MessageID != "" {
 			r.addMessage(out.MessageID)

@@ -240,17 +240,9 @@ func TestOnlyTheMessageTheSendLookedUpIsTrackedFromTheSecondInterval(t *testing.
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
-		if in.Request.Key == key {
-			out := accepted("m-1", attempt, provider.Accepted)
-			out.Looked = provider.StatusFailed
-			return out, nil
-		}
-		return accepted("m-2", attempt, provider.Accepted), nil // its look failed or had no time
+	lookups := h.failedThenResent(func(attempt int32) activities.SendOutput {
+		return accepted("m-2", attempt, provider.Accepted) // its look failed or had no time
 	})
-	lookups := h.statusCalls(provider.StatusDelivered)
-	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(key+"~resend-1"), nil)
-	h.signal(time.Minute, contract.SignalResend, map[string]string{"by": "alice", "reason": "customer did not get it"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
@@ -268,19 +260,11 @@ func TestAResendFoundDeliveredByItsLookIsSettledByTheRun(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.prepared()
-	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
-		if in.Request.Key == key {
-			out := accepted("m-1", attempt, provider.Accepted)
-			out.Looked = provider.StatusFailed
-			return out, nil
-		}
+	lookups := h.failedThenResent(func(attempt int32) activities.SendOutput {
 		out := accepted("m-2", attempt, provider.Accepted)
 		out.Looked = provider.StatusDelivered // Settle was not asked for: none made
-		return out, nil
+		return out
 	})
-	lookups := h.statusCalls(provider.StatusDelivered)
-	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(key+"~resend-1"), nil)
-	h.signal(time.Minute, contract.SignalResend, map[string]string{"by": "alice", "reason": "customer did not get it"})
 	h.run()
 	res, err := h.result()
 	require.NoError(t, err)
@@ -431,4 +415,22 @@ func (h *harness) settlesThenStalls(later func(attempt int32) activities.SendOut
 		h.settled = &activities.SettleInput{Key: key, Outcome: activities.Delivered, Reason: activities.DeliveredReason("m-1"), MessageID: "m-1"}
 		return activities.SendOutput{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
 	})
+}
+
+// failedThenResent: the first Send's look finds m-1 failed, alice resends
+// a minute in, and the resend's Send answers resent(attempt). It returns
+// the status lookups the run makes (each finds the message delivered).
+func (h *harness) failedThenResent(resent func(attempt int32) activities.SendOutput) *[]activities.StatusInput {
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key != key {
+			return resent(attempt), nil
+		}
+		out := accepted("m-1", attempt, provider.Accepted)
+		out.Looked = provider.StatusFailed
+		return out, nil
+	})
+	lookups := h.statusCalls(provider.StatusDelivered)
+	h.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.request(key+"~resend-1"), nil)
+	h.signal(time.Minute, contract.SignalResend, map[string]string{"by": "alice", "reason": "customer did not get it"})
+	return lookups
 }
