@@ -59,8 +59,9 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the rehearsal builds the image's binaries and starts the whole stack (about a minute)")
 	}
-	dir := t.TempDir()
-	bins := buildAsTheDockerfileDoes(t, dir)
+	require.NoError(t, imageBinaries.err, "building the image's binaries as the Dockerfile does")
+	require.NotNil(t, imageBinaries.bins, "TestMain builds the image's binaries before this test runs")
+	bins, dir := imageBinaries.bins, t.TempDir()
 	// The image's worker has no embedded Temporal, and says where it is.
 	out, err := exec.Command(bins["worker"], "--dev", "--data-dir", dir).CombinedOutput()
 	require.Error(t, err)
@@ -260,10 +261,11 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 
 // buildAsTheDockerfileDoes builds each binary the Dockerfile's RUN lines
 // build, with their flags, into dir.
-func buildAsTheDockerfileDoes(t *testing.T, dir string) map[string]string {
-	t.Helper()
+func buildAsTheDockerfileDoes(dir string) (map[string]string, error) {
 	df, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	line := regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0) go build (.*) -o /out/(\S+) (\./\S*)$`)
 	bins := map[string]string{}
 	for _, m := range line.FindAllStringSubmatch(string(df), -1) {
@@ -272,12 +274,15 @@ func buildAsTheDockerfileDoes(t *testing.T, dir string) map[string]string {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), m[1])
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "go %s: %s", strings.Join(args, " "), out)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, out)
+		}
 		bins[m[3]] = filepath.Join(dir, m[3])
 	}
-	require.NotEmpty(t, bins, "the Dockerfile builds its binaries with RUN CGO_ENABLED=0 go build … -o /out/NAME ./PKG")
-	return bins
+	if len(bins) == 0 {
+		return nil, fmt.Errorf("the Dockerfile builds its binaries with RUN CGO_ENABLED=0 go build … -o /out/NAME ./PKG; found no such line")
+	}
+	return bins, nil
 }
 
 // shellWords splits s as the shell does for the Dockerfile's simple
