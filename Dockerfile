@@ -8,8 +8,9 @@
 #                     UI v2.55.0 from go.mod, the versions CI tests
 #   smssim, smsctl    the provider simulator and the command line
 # Health checks run `worker healthcheck URL` (the image has no wget).
-# compose/rehearsal_test.go builds these RUN lines as written and starts
-# every service of docker-compose.yml with them.
+# compose/rehearsal_test.go builds these RUN lines' packages with their
+# tags and link flags and starts every service of docker-compose.yml with
+# them; .ci/run builds every package with CGO_ENABLED=0 -trimpath.
 FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

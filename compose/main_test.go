@@ -9,20 +9,20 @@ import (
 	"testing"
 )
 
-// imageBinaries are the image's binaries, built as the Dockerfile's RUN
-// lines build them, for TestTheComposeStackRunsFromItsOwnLines.
+// imageBinaries are the image's binaries, built from the Dockerfile's RUN
+// lines (buildTheImagesBinaries says how), for
+// TestTheComposeStackRunsFromItsOwnLines.
 var imageBinaries struct {
 	bins map[string]string
 	err  error
 }
 
-// TestMain builds the image's binaries before any test runs. On a cold
-// build cache (a clone whose dev stack was built once, without
-// -trimpath and with cgo) that build compiles the Temporal server and
-// the standard library afresh, which takes longer than go test's
-// default 10-minute timeout on 2 cores; the timeout guards the tests,
-// and the build is their setup, so it runs before the timeout's clock
-// starts. It is skipped when -short or -run leaves the rehearsal out.
+// TestMain builds the image's binaries before any test runs: the
+// build is the rehearsal's setup, not what it tests, so go test's
+// timeout does not count it. On a clone whose dev stack was built once
+// it compiles little and links four binaries; on an empty build cache it
+// compiles the Temporal server, which alone takes about 7 minutes on 2
+// cores. It is skipped when -short or -run leaves the rehearsal out.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if rehearsalSelected() {
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		imageBinaries.bins, imageBinaries.err = buildAsTheDockerfileDoes(dir)
+		imageBinaries.bins, imageBinaries.err = buildTheImagesBinaries(dir)
 		code := m.Run()
 		_ = os.RemoveAll(dir)
 		os.Exit(code)
