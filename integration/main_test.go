@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -165,7 +166,12 @@ func input(p provider.Name, key string) contract.Input {
 // start starts the event's run the way the starter does: id = key,
 // REJECT_DUPLICATE and USE_EXISTING.
 func start(ctx context.Context, in contract.Input) (client.WorkflowRun, error) {
-	return stack.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	return startOn(ctx, stack.Client, in)
+}
+
+// startOn is start through another stack's client.
+func startOn(ctx context.Context, c client.Client, in contract.Input) (client.WorkflowRun, error) {
+	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: in.Key, TaskQueue: contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
@@ -184,16 +190,44 @@ func result(t *testing.T, run client.WorkflowRun) (contract.Result, error) {
 // resultWithin is result with another bound on the wait.
 func resultWithin(t *testing.T, run client.WorkflowRun, within time.Duration) (contract.Result, error) {
 	t.Helper()
+	return resultOn(t, stack.Client, run, within)
+}
+
+// resultOn is resultWithin for a run of another stack, whose client c
+// can query it.
+func resultOn(t *testing.T, c client.Client, run client.WorkflowRun, within time.Duration) (contract.Result, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	var res contract.Result
 	err := run.Get(ctx, &res)
 	if err != nil {
 		r, ok := contract.ResultFromError(err)
-		require.True(t, ok, "the run ended without a Result: %v", err)
+		require.True(t, ok, "the run ended without a Result: %v%s", err, whereItStands(c, run.GetID()))
 		res = r
 	}
 	return res, err
+}
+
+// whereItStands is what a run that did not end in time says of itself:
+// its state and timeline, for the failure message.
+func whereItStands(c client.Client, key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := c.QueryWorkflow(ctx, key, "", contract.QueryState)
+	var s contract.Status
+	if err == nil {
+		err = v.Get(&s)
+	}
+	if err != nil {
+		return fmt.Sprintf("\n(its state could not be queried: %v)", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nit stands %s; its timeline:", s.State)
+	for _, e := range s.Timeline {
+		fmt.Fprintf(&b, "\n  %s %s: %s", e.At.UTC().Format("15:04:05.000"), e.Kind, e.Text)
+	}
+	return b.String()
 }
 
 // status queries the run's state.
