@@ -46,11 +46,18 @@ func setup(t *testing.T, mutate ...func(*simulator.Config)) bundle {
 	require.NoError(t, err)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
-	b, err := bird.New(bird.Config{BaseURL: srv.URL, AccessKey: simulator.DefaultBirdAccessKey, WorkspaceID: "ws-1", ChannelID: "ch-sms", Timeout: 300 * time.Millisecond})
+	return bundle{sim: sim, url: srv.URL}.withTimeout(t, 300*time.Millisecond)
+}
+
+// withTimeout is b with clients whose per-attempt timeout is d.
+func (b bundle) withTimeout(t *testing.T, d time.Duration) bundle {
+	t.Helper()
+	var err error
+	b.bird, err = bird.New(bird.Config{BaseURL: b.url, AccessKey: simulator.DefaultBirdAccessKey, WorkspaceID: "ws-1", ChannelID: "ch-sms", Timeout: d})
 	require.NoError(t, err)
-	s, err := sendy.New(sendy.Config{BaseURL: srv.URL, Token: simulator.DefaultSendyToken, Sender: "MyShop", Timeout: 300 * time.Millisecond})
+	b.sendy, err = sendy.New(sendy.Config{BaseURL: b.url, Token: simulator.DefaultSendyToken, Sender: "MyShop", Timeout: d})
 	require.NoError(t, err)
-	return bundle{sim: sim, url: srv.URL, bird: b, sendy: s}
+	return b
 }
 
 func (b bundle) client(p provider.Name) provider.Client {
@@ -174,7 +181,10 @@ func TestConcurrentSendsOfOneKeyMakeOneMessage(t *testing.T) {
 	for _, p := range both {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, func(c *simulator.Config) { c.SendyRateLimit = -1 })
+			// A hundred concurrent attempts under -race on a loaded machine
+			// outlasted the 300 ms that Hang faults need, and all ended
+			// unknown: this test is about who sees the send, so it waits.
+			b := setup(t, func(c *simulator.Config) { c.SendyRateLimit = -1 }).withTimeout(t, 10*time.Second)
 			c := b.client(p)
 			req := plan(t, c, "otp-8412-7")
 			var wg sync.WaitGroup
