@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -244,10 +245,12 @@ func status(t *testing.T, key string) contract.Status {
 func awaitState(t *testing.T, key string, want contract.State, within time.Duration) contract.Status {
 	t.Helper()
 	var s contract.Status
-	require.Eventually(t, func() bool {
+	if !assert.Eventually(t, func() bool {
 		s = status(t, key)
 		return s.State == want
-	}, within, 100*time.Millisecond, "run %s never reached %s", key, want)
+	}, within, 100*time.Millisecond) {
+		require.FailNow(t, fmt.Sprintf("run %s never reached %s within %s%s", key, want, within, whereItStands(stack.Client, key)))
+	}
 	return s
 }
 

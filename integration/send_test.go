@@ -220,7 +220,10 @@ func downPastTheWindow(t *testing.T, p provider.Name) contract.Input {
 	fault(t, simulator.Fault{Kind: simulator.Error5xx, Provider: string(p), Key: in.Key, Rate: 1})
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
-	s := awaitState(t, in.Key, contract.AwaitingDecision, 30*time.Second)
+	// About 11 s (the window, then the reconciliation); the bound is
+	// against a hang, not a speed: on a machine loaded past its cores a
+	// workflow task timed out and it took 31 s.
+	s := awaitState(t, in.Key, contract.AwaitingDecision, time.Minute)
 	require.Empty(t, messages(p, in.Key))
 	// The window ran out with the outcome unknown: said when the last
 	// same-key attempt ran, or when a busy worker reached it after the
@@ -426,7 +429,7 @@ func resendWhileAHungAttemptLands(t *testing.T) contract.Input {
 	fault(t, simulator.Fault{Kind: simulator.FailDelivery, Provider: "bird", Key: in.Key})
 	_, err := start(context.Background(), in)
 	require.NoError(t, err)
-	awaitState(t, in.Key, contract.AwaitingDecision, 30*time.Second)
+	awaitState(t, in.Key, contract.AwaitingDecision, time.Minute) // a bound against a hang
 	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalResend,
 		decision(in.Key, map[string]any{"reason": "the message failed", "by": "ivy"})))
 	return in
