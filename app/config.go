@@ -144,7 +144,9 @@ type Config struct {
 	IntakeInsecure bool
 	// IntakeClientRate is each intake client's requests a minute (bursts
 	// of a tenth of it), by client address; 0 is intake.DefaultRatePerMinute,
-	// negative none (--intake-client-rate off).
+	// negative none (--intake-client-rate off). On a signed intake it counts
+	// authenticated requests; the others have intake.UnsignedPerMinute
+	// (or this rate if lower).
 	IntakeClientRate int
 
 	// Codec seals every payload and failure message the process puts
@@ -611,7 +613,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.IntakeTLSCert, "intake-tls-cert", "", "serve the intake over HTTPS with this certificate (PEM; with --intake-tls-key)")
 	fs.StringVar(&c.IntakeTLSKey, "intake-tls-key", "", "the private key of --intake-tls-cert (PEM)")
 	fs.BoolVar(&c.IntakeInsecure, "intake-insecure", false, "outside dev mode, accept unsigned intake requests on a loopback address")
-	fs.Func("intake-client-rate", fmt.Sprintf(`requests a minute each intake client may make, by client address (bursts of a tenth of it; past it 429 with Retry-After), or "off" for no limit (default %d)`, intake.DefaultRatePerMinute), func(v string) error {
+	fs.Func("intake-client-rate", fmt.Sprintf(`requests a minute each intake client may make, by client address (bursts of a tenth of it; past it 429 with Retry-After), or "off" for no limit (default %d); with a secret set it counts signed requests, and the others get %d a minute of their own`, intake.DefaultRatePerMinute, intake.UnsignedPerMinute), func(v string) error {
 		if v == Off {
 			c.IntakeClientRate = -1
 			return nil

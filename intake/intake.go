@@ -21,8 +21,10 @@
 // takes only Content-Type: application/json POSTs, so a browser's
 // cross-site form cannot post to it. Each client (by remote address, or
 // behind named proxies by the address they add to X-Forwarded-For) gets a
-// request rate; past it the answer is 429 with Retry-After. Errors from
-// Temporal are logged, not echoed.
+// request rate; past it the answer is 429 with Retry-After. On a signed
+// intake the rate counts requests once their signature is checked, and
+// those without a valid one have a smaller budget of their own. Errors
+// from Temporal are logged, not echoed.
 package intake
 
 import (
@@ -66,6 +68,13 @@ const MaxSkew = 5 * time.Minute
 // DefaultRatePerMinute is each client's request budget.
 const DefaultRatePerMinute = 600
 
+// UnsignedPerMinute is each client's budget for requests without a valid
+// signature, when the intake takes signed requests only: kept apart from
+// the signed senders' budget, so that a flood of unsigned requests from
+// an address (or through a proxy) cannot spend the budget of the real
+// senders behind it.
+const UnsignedPerMinute = 60
+
 // DefaultMaxBody bounds a request body; an event is a few hundred bytes.
 const DefaultMaxBody = 64 << 10
 
@@ -87,7 +96,10 @@ type Config struct {
 	Timeout time.Duration
 	// RatePerMinute is each client's request budget (by remote address),
 	// with bursts of a tenth of it; default DefaultRatePerMinute,
-	// negative for none.
+	// negative for none. With Secrets set, it counts authenticated
+	// requests only, after their signature is checked; the others have
+	// a budget of their own (UnsignedPerMinute, or RatePerMinute if
+	// lower).
 	RatePerMinute int
 	// Now is the clock signatures are checked against; default time.Now.
 	Now    func() time.Time
@@ -103,6 +115,8 @@ type handler struct {
 	cfg     Config
 	secrets []logging.Secret
 	clients *clientLimits
+	// unsigned is the budget of requests without a valid signature.
+	unsigned *clientLimits
 }
 
 // New returns the intake's HTTP handler.
@@ -122,7 +136,12 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 	if cfg.RatePerMinute == 0 {
 		cfg.RatePerMinute = DefaultRatePerMinute
 	}
-	h := &handler{s: s, cfg: cfg, clients: newClientLimits(cfg.RatePerMinute)}
+	h := &handler{s: s, cfg: cfg, clients: newClientLimits(cfg.RatePerMinute), unsigned: newClientLimits(min(cfg.RatePerMinute, UnsignedPerMinute))}
+	if h.unsigned != nil {
+		// A sender with a wrong secret sees a minute's worth of 401s,
+		// with what to fix, before any 429.
+		h.unsigned.burst = max(1, float64(min(cfg.RatePerMinute, UnsignedPerMinute)))
+	}
 	for _, sec := range cfg.Secrets {
 		if sec != "" {
 			h.secrets = append(h.secrets, sec)
@@ -137,7 +156,10 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 	return tracing.Handler(mux, "intake")
 }
 
-// limited answers 429 with Retry-After to a client past its rate.
+// limited refuses a request that came around the proxies. On an intake
+// that takes unsigned requests it also answers 429 with Retry-After to a
+// client past its rate; on a signed one, admit does that once it knows
+// whose budget the request spends.
 func (h *handler) limited(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		client, ok := h.clientOf(r)
@@ -145,43 +167,65 @@ func (h *handler) limited(next http.HandlerFunc) http.HandlerFunc {
 			h.fail(w, r, http.StatusForbidden, "not_via_proxy", "", "this intake takes requests through its proxy only: send to the proxy's address")
 			return
 		}
-		if wait, ok := h.clients.allow(client, h.cfg.Now()); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			h.fail(w, r, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("more than %d requests a minute from this client: wait and send again (the event's key makes a retry safe)", h.cfg.RatePerMinute))
+		if len(h.secrets) == 0 && !h.spend(w, r, h.clients, client, h.cfg.RatePerMinute, "") {
 			return
 		}
 		next(w, r)
 	}
 }
 
-// authentic checks the timestamp and the signature of what was signed
-// (the body, or the method and path); it answers and returns false when
-// the request must stop here.
-func (h *handler) authentic(w http.ResponseWriter, r *http.Request, signed []byte) bool {
-	if len(h.secrets) == 0 {
-		return true
+// spend takes one request from client's budget in limits, or answers 429
+// with Retry-After and returns false.
+func (h *handler) spend(w http.ResponseWriter, r *http.Request, limits *clientLimits, client string, perMinute int, what string) bool {
+	wait, ok := limits.allow(client, h.cfg.Now())
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		h.fail(w, r, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("more than %d %srequests a minute from this client: wait and send again (the event's key makes a retry safe)", perMinute, what))
 	}
+	return ok
+}
+
+// admit checks the timestamp and the signature of what was signed (the
+// body, or the method and path), then spends the request from its
+// client's budget: the signed senders' one, or, for a request without a
+// valid signature, the budget of those. It answers and returns false
+// when the request must stop here.
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, signed []byte) bool {
+	if len(h.secrets) == 0 {
+		return true // limited spent the request already
+	}
+	client, _ := h.clientOf(r)
+	code, msg := h.refusal(r, signed)
+	if code == "" {
+		return h.spend(w, r, h.clients, client, h.cfg.RatePerMinute, "")
+	}
+	if h.spend(w, r, h.unsigned, client, min(h.cfg.RatePerMinute, UnsignedPerMinute), "unauthenticated ") {
+		h.fail(w, r, http.StatusUnauthorized, code, "", msg)
+	}
+	return false
+}
+
+// refusal says why the request's signature does not authenticate it: a
+// code and what to do; no code when it does.
+func (h *handler) refusal(r *http.Request, signed []byte) (code, msg string) {
 	ts := strings.TrimSpace(r.Header.Get(TimestampHeader))
 	sig := strings.TrimSpace(r.Header.Get(SignatureHeader))
 	secs, err := strconv.ParseInt(ts, 10, 64)
 	now := h.cfg.Now()
 	switch {
 	case err != nil:
-		h.fail(w, r, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or unreadable %s: send the Unix time in seconds at which you signed, and %s: sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" with the shared secret>", TimestampHeader, SignatureHeader))
-		return false
+		return "unauthorized", fmt.Sprintf("missing or unreadable %s: send the Unix time in seconds at which you signed, and %s: sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" with the shared secret>", TimestampHeader, SignatureHeader)
 	case abs(now.Unix()-secs) > int64(MaxSkew/time.Second):
 		// In whole seconds: a far-off value (milliseconds, say) cannot
 		// overflow a Duration into passing.
-		h.fail(w, r, http.StatusUnauthorized, "stale", "", fmt.Sprintf("%s is %d s from the intake's clock (at most %s): sign again with the current Unix time in seconds, and check the sender's clock", TimestampHeader, abs(now.Unix()-secs), MaxSkew))
-		return false
+		return "stale", fmt.Sprintf("%s is %d s from the intake's clock (at most %s): sign again with the current Unix time in seconds, and check the sender's clock", TimestampHeader, abs(now.Unix()-secs), MaxSkew)
 	}
 	for _, secret := range h.secrets {
 		if hmac.Equal([]byte(signature(secret, ts, signed)), []byte(sig)) {
-			return true
+			return "", ""
 		}
 	}
-	h.fail(w, r, http.StatusUnauthorized, "unauthorized", "", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>", SignatureHeader))
-	return false
+	return "unauthorized", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>", SignatureHeader)
 }
 
 func abs(n int64) int64 {
@@ -324,6 +368,9 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	var tooBig *http.MaxBytesError
+	// A body that cannot be read spends no budget: its answer says what
+	// to fix, which a 429 would hide, and reading it cost no more than
+	// reading one that can.
 	switch {
 	case errors.As(err, &tooBig):
 		h.fail(w, r, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("the body is larger than %d bytes; an event is a few hundred", h.cfg.MaxBody))
@@ -332,7 +379,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "bad_body", "", "could not read the body: "+err.Error())
 		return
 	}
-	if !h.authentic(w, r, body) {
+	if !h.admit(w, r, body) {
 		return
 	}
 	var e starter.Event
@@ -383,7 +430,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	if !h.authentic(w, r, []byte(http.MethodGet+" "+r.URL.EscapedPath())) {
+	if !h.admit(w, r, []byte(http.MethodGet+" "+r.URL.EscapedPath())) {
 		return
 	}
 	st, err := h.s.Status(ctx, r.PathValue("key"))

@@ -263,6 +263,56 @@ func TestEachClientHasARate(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, from("10.0.0.1:5000"))
 }
 
+// On a signed intake the rate limit comes after authentication: a flood
+// of unsigned requests from an address (or a proxy) spends a budget of
+// its own, never the budget of the signed senders behind it.
+func TestUnsignedRequestsCannotSpendTheSignedSendersBudget(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	h := New(starter.New(nil), Config{Secrets: []logging.Secret{"shared-secret"}, RatePerMinute: 1200, Now: func() time.Time { return now }})
+	// Signed and past the check, {} reaches the starter, which finds it
+	// invalid: 400, before Temporal is called.
+	signedPost := func() (int, Problem) { return post(t, h, `{}`, Sign("shared-secret", now, []byte(`{}`))) }
+	unsigned := map[int]int{}
+	for i := 0; i < 100; i++ {
+		code, _ := post(t, h, `{}`, nil)
+		unsigned[code]++
+	}
+	// A minute's worth at once, then 429.
+	require.Equal(t, map[int]int{http.StatusUnauthorized: UnsignedPerMinute, http.StatusTooManyRequests: 100 - UnsignedPerMinute}, unsigned)
+	req := httptest.NewRequest(http.MethodPost, "/v1/events", strings.NewReader(`{}`))
+	req.Header.Set(TimestampHeader, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(SignatureHeader, "sha256=00")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusTooManyRequests, rec.Code, "a wrong signature is unauthenticated too")
+	require.Equal(t, "1", rec.Header().Get("Retry-After"))
+	require.Contains(t, rec.Body.String(), "more than 60 unauthenticated requests a minute")
+	code, _ := do(h, http.MethodGet, "/v1/events/order-1-shipped", "", nil)
+	require.Equal(t, http.StatusTooManyRequests, code, "an unsigned read too")
+	code, _ = do(h, http.MethodPost, "/v1/events", strings.Repeat("x", DefaultMaxBody+1), nil)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code, "a body that cannot be read says so, and spends nothing")
+	code, _ = post(t, h, `{}`, map[string]string{"X-Forwarded-For": "198.51.100.7"})
+	require.Equal(t, http.StatusTooManyRequests, code, "X-Forwarded-For is no way out when no proxy is named")
+
+	// The signed senders at the same address keep their whole budget: a
+	// tenth of RatePerMinute at once, then 429.
+	for i := 0; i < 120; i++ {
+		code, p := signedPost()
+		require.Equal(t, http.StatusBadRequest, code, "signed post %d: %s", i, p.Error.Message)
+		require.Equal(t, "invalid", p.Error.Code)
+	}
+	code, p := signedPost()
+	require.Equal(t, http.StatusTooManyRequests, code)
+	require.Contains(t, p.Error.Message, "more than 1200 requests a minute")
+	// A second later, one more unsigned request.
+	now = now.Add(time.Second)
+	code, _ = post(t, h, `{}`, nil)
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = post(t, h, `{}`, nil)
+	require.Equal(t, http.StatusTooManyRequests, code)
+}
+
 func TestBadRequestsSayWhatToFix(t *testing.T) {
 	t.Parallel()
 	h := New(starter.New(nil), Config{MaxBody: 1024})
