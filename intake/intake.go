@@ -136,11 +136,12 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 	if cfg.RatePerMinute == 0 {
 		cfg.RatePerMinute = DefaultRatePerMinute
 	}
-	h := &handler{s: s, cfg: cfg, clients: newClientLimits(cfg.RatePerMinute), unsigned: newClientLimits(min(cfg.RatePerMinute, UnsignedPerMinute))}
-	if h.unsigned != nil {
+	unsigned := min(cfg.RatePerMinute, UnsignedPerMinute)
+	h := &handler{s: s, cfg: cfg,
+		clients: newClientLimits(cfg.RatePerMinute, float64(cfg.RatePerMinute)/10),
 		// A sender with a wrong secret sees a minute's worth of 401s,
 		// with what to fix, before any 429.
-		h.unsigned.burst = max(1, float64(min(cfg.RatePerMinute, UnsignedPerMinute)))
+		unsigned: newClientLimits(unsigned, float64(unsigned)),
 	}
 	for _, sec := range cfg.Secrets {
 		if sec != "" {
@@ -160,27 +161,27 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 // that takes unsigned requests it also answers 429 with Retry-After to a
 // client past its rate; on a signed one, admit does that once it knows
 // whose budget the request spends.
-func (h *handler) limited(next http.HandlerFunc) http.HandlerFunc {
+func (h *handler) limited(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		client, ok := h.clientOf(r)
 		if !ok {
 			h.fail(w, r, http.StatusForbidden, "not_via_proxy", "", "this intake takes requests through its proxy only: send to the proxy's address")
 			return
 		}
-		if len(h.secrets) == 0 && !h.spend(w, r, h.clients, client, h.cfg.RatePerMinute, "") {
+		if len(h.secrets) == 0 && !h.spend(w, r, h.clients, client, "") {
 			return
 		}
-		next(w, r)
+		next(w, r, client)
 	}
 }
 
 // spend takes one request from client's budget in limits, or answers 429
 // with Retry-After and returns false.
-func (h *handler) spend(w http.ResponseWriter, r *http.Request, limits *clientLimits, client string, perMinute int, what string) bool {
+func (h *handler) spend(w http.ResponseWriter, r *http.Request, limits *clientLimits, client, what string) bool {
 	wait, ok := limits.allow(client, h.cfg.Now())
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		h.fail(w, r, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("more than %d %srequests a minute from this client: wait and send again (the event's key makes a retry safe)", perMinute, what))
+		h.fail(w, r, http.StatusTooManyRequests, "rate_limited", "", fmt.Sprintf("more than %d %srequests a minute from this client: wait and send again (the event's key makes a retry safe)", limits.perMinute, what))
 	}
 	return ok
 }
@@ -190,16 +191,15 @@ func (h *handler) spend(w http.ResponseWriter, r *http.Request, limits *clientLi
 // client's budget: the signed senders' one, or, for a request without a
 // valid signature, the budget of those. It answers and returns false
 // when the request must stop here.
-func (h *handler) admit(w http.ResponseWriter, r *http.Request, signed []byte) bool {
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, client string, signed []byte) bool {
 	if len(h.secrets) == 0 {
 		return true // limited spent the request already
 	}
-	client, _ := h.clientOf(r)
 	code, msg := h.refusal(r, signed)
 	if code == "" {
-		return h.spend(w, r, h.clients, client, h.cfg.RatePerMinute, "")
+		return h.spend(w, r, h.clients, client, "")
 	}
-	if h.spend(w, r, h.unsigned, client, min(h.cfg.RatePerMinute, UnsignedPerMinute), "unauthenticated ") {
+	if h.spend(w, r, h.unsigned, client, "unauthenticated ") {
 		h.fail(w, r, http.StatusUnauthorized, code, "", msg)
 	}
 	return false
@@ -237,10 +237,11 @@ func abs(n int64) int64 {
 
 // clientLimits is a token bucket per client.
 type clientLimits struct {
-	mu      sync.Mutex
-	perSec  float64
-	burst   float64
-	buckets map[string]*bucket
+	mu        sync.Mutex
+	perMinute int
+	perSec    float64
+	burst     float64
+	buckets   map[string]*bucket
 }
 
 type bucket struct {
@@ -248,11 +249,13 @@ type bucket struct {
 	last   time.Time
 }
 
-func newClientLimits(perMinute int) *clientLimits {
+// newClientLimits gives each client perMinute requests a minute, burst
+// of them at once; nil (no limit) for a negative perMinute.
+func newClientLimits(perMinute int, burst float64) *clientLimits {
 	if perMinute < 0 {
 		return nil
 	}
-	return &clientLimits{perSec: float64(perMinute) / 60, burst: max(1, float64(perMinute)/10), buckets: map[string]*bucket{}}
+	return &clientLimits{perMinute: perMinute, perSec: float64(perMinute) / 60, burst: max(1, burst), buckets: map[string]*bucket{}}
 }
 
 // allow takes a token for client, or says how long until one is free.
@@ -355,7 +358,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (h *handler) post(w http.ResponseWriter, r *http.Request) {
+func (h *handler) post(w http.ResponseWriter, r *http.Request, client string) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	// An unsigned intake takes JSON only: a browser's cross-site form
@@ -379,7 +382,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "bad_body", "", "could not read the body: "+err.Error())
 		return
 	}
-	if !h.admit(w, r, body) {
+	if !h.admit(w, r, client, body) {
 		return
 	}
 	var e starter.Event
@@ -427,10 +430,10 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+func (h *handler) get(w http.ResponseWriter, r *http.Request, client string) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	if !h.admit(w, r, []byte(http.MethodGet+" "+r.URL.EscapedPath())) {
+	if !h.admit(w, r, client, []byte(http.MethodGet+" "+r.URL.EscapedPath())) {
 		return
 	}
 	st, err := h.s.Status(ctx, r.PathValue("key"))

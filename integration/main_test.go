@@ -215,11 +215,7 @@ func resultOn(t *testing.T, c client.Client, run client.WorkflowRun, within time
 func whereItStands(c client.Client, key string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	v, err := c.QueryWorkflow(ctx, key, "", contract.QueryState)
-	var s contract.Status
-	if err == nil {
-		err = v.Get(&s)
-	}
+	s, err := queryState(ctx, c, key)
 	if err != nil {
 		return fmt.Sprintf("\n(its state could not be queried: %v)", err)
 	}
@@ -231,13 +227,27 @@ func whereItStands(c client.Client, key string) string {
 	return b.String()
 }
 
+// queryState queries the run's state through c.
+func queryState(ctx context.Context, c client.Client, key string) (contract.Status, error) {
+	var s contract.Status
+	v, err := c.QueryWorkflow(ctx, key, "", contract.QueryState)
+	if err == nil {
+		err = v.Get(&s)
+	}
+	return s, err
+}
+
 // status queries the run's state.
 func status(t *testing.T, key string) contract.Status {
 	t.Helper()
-	v, err := stack.Client.QueryWorkflow(context.Background(), key, "", contract.QueryState)
+	return statusOn(t, stack.Client, key)
+}
+
+// statusOn is status for a run of another stack, whose client is c.
+func statusOn(t *testing.T, c client.Client, key string) contract.Status {
+	t.Helper()
+	s, err := queryState(context.Background(), c, key)
 	require.NoError(t, err)
-	var s contract.Status
-	require.NoError(t, v.Get(&s))
 	return s
 }
 

@@ -341,11 +341,7 @@ func TestALastAttemptCollectsTheAnswerAHangStored(t *testing.T) {
 	require.Len(t, msgs, 1)
 	require.Equal(t, []string{msgs[0].ID}, res.MessageIDs)
 	require.Equal(t, 1, res.Replays, "the stored answer was collected by replay")
-	v, err := own.Client.QueryWorkflow(ctx, in.Key, "", contract.QueryState)
-	require.NoError(t, err)
-	var st contract.Status
-	require.NoError(t, v.Get(&st))
-	require.Contains(t, timelineText(st), "one last attempt with the same key and bytes")
+	require.Contains(t, timelineText(statusOn(t, own.Client, in.Key)), "one last attempt with the same key and bytes")
 	requireSameBytesAt(t, own.Sim, provider.Sendy, in.Key)
 }
 
