@@ -28,7 +28,6 @@
 package intake
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -385,10 +384,8 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, client string) {
 	if !h.admit(w, r, client, body) {
 		return
 	}
-	var e starter.Event
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields() // a misspelt field must not silently drop a value
-	if err := dec.Decode(&e); err != nil {
+	e, err := decodeEvent(body)
+	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, "bad_json", "", "the body is not an event: "+err.Error()+
 			`; send {"kind":"order","id":"58213","stage":"shipped","to":"+31612345678","text":"…","provider":"bird"}`)
 		return

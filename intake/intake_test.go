@@ -324,6 +324,12 @@ func TestBadRequestsSayWhatToFix(t *testing.T) {
 	}{
 		{"not JSON", `order shipped`, 400, "bad_json", "", `send {"kind":"order"`},
 		{"misspelt field", strings.Replace(event, `"to"`, `"recipient"`, 1), 400, "bad_json", "", `unknown field "recipient"`},
+		// encoding/json would keep the last of two, in any case, and
+		// ignore what follows the first value.
+		{"a field twice", strings.Replace(event, `"to":`, `"to":"+972502345678","to":`, 1), 400, "bad_json", "", `the field "to" is given twice`},
+		{"a field twice in another case", strings.Replace(event, `"to":`, `"TO":"+972502345678","to":`, 1), 400, "bad_json", "", `the field "to" is given twice`},
+		{"two events", event + event, 400, "bad_json", "", "data after the event"},
+		{"data after the event", event + ` trailing`, 400, "bad_json", "", "data after the event"},
 		{"no country code", strings.Replace(event, "+31612345678", "0612345678", 1), 400, "invalid", "to", "international form"},
 		{"empty text", strings.Replace(event, "Order 58213 has shipped.", "", 1), 400, "invalid", "text", "write the message"},
 		{"key with a space", `{"key":"order 58213","to":"+31612345678","text":"x","provider":"bird"}`, 400, "invalid", "key", "without spaces"},
