@@ -1025,3 +1025,43 @@ func TestLookupsArePacedWhereAProviderHasALimit(t *testing.T) {
 	require.True(t, got[provider.Bird].LookupsPaced)
 	require.Equal(t, 3*time.Second, got[provider.Sendy].StatusPollInitial)
 }
+
+// A database password on the command line is readable by every user of
+// the host (ps): outside dev mode --ledger and --temporal-db refuse one,
+// naming the variable to use instead and never the password; the same
+// address in the environment, or one without a password, is taken.
+func TestADatabasePasswordInAFlagIsRefusedOutsideDevMode(t *testing.T) {
+	t.Parallel()
+	own, err := codec.ParseKeys(mustKey(t))
+	require.NoError(t, err)
+	parse := func(args ...string) Config {
+		var cfg Config
+		fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+		cfg.RegisterFlags(fs)
+		cfg.ReadEnv(func(string) string { return "" })
+		require.NoError(t, fs.Parse(args))
+		cfg.Bird = BirdConfig{BaseURL: "https://api.bird.com", AccessKey: "a-real-looking-bird-key"}
+		cfg.Codec, cfg.IntakeSecret = own, intakeSecret
+		return cfg
+	}
+	cfg := parse("--ledger", "postgres://smsorch:s3cret-pw@db:5432/smsorch", "--temporal-db", "postgres://temporal:0ther-pw@db/temporal")
+	err = cfg.WithDefaults().Validate()
+	require.ErrorContains(t, err, "--ledger holds a password, which every user of this host can read in the process list: give the address in SMSORCH_LEDGER, or in a file named by SMSORCH_LEDGER_FILE")
+	require.ErrorContains(t, err, "--temporal-db holds a password")
+	require.NotContains(t, err.Error(), "s3cret-pw")
+	require.NotContains(t, err.Error(), "0ther-pw")
+
+	require.NoError(t, parse("--ledger", "postgres://smsorch@db:5432/smsorch").WithDefaults().Validate(), "no password in the flag")
+	dev := parse("--ledger", "postgres://smsorch:s3cret-pw@db:5432/smsorch", "--dev")
+	require.NoError(t, dev.WithDefaults().Validate(), "dev mode takes it")
+	fromEnv := parse()
+	fromEnv.ReadEnv(func(name string) string {
+		if name == EnvLedger {
+			return "postgres://smsorch:s3cret-pw@db:5432/smsorch"
+		}
+		return ""
+	})
+	fromEnv.Bird = BirdConfig{BaseURL: "https://api.bird.com", AccessKey: "a-real-looking-bird-key"}
+	fromEnv.Codec, fromEnv.IntakeSecret = own, intakeSecret
+	require.NoError(t, fromEnv.WithDefaults().Validate(), "the environment is where it goes")
+}

@@ -216,9 +216,12 @@ type Config struct {
 	LogLevel string
 
 	envLedger, envTemporalDB string // $SMSORCH_LEDGER and $SMSORCH_TEMPORAL_DB, read by RegisterFlags
-	envErr                   error  // a secret's variable or file that could not be read
-	envTemporalAddress       string // $TEMPORAL_ADDRESS, for UIFrontend
-	envTemporalNamespace     string // $TEMPORAL_NAMESPACE
+	// passwordInFlag names each flag whose database address held a
+	// password: every user of the host reads it in ps.
+	passwordInFlag       []error
+	envErr               error  // a secret's variable or file that could not be read
+	envTemporalAddress   string // $TEMPORAL_ADDRESS, for UIFrontend
+	envTemporalNamespace string // $TEMPORAL_NAMESPACE
 	// $TEMPORAL_TLS_CLIENT_CERT_PATH, _KEY_PATH, _SERVER_CA_CERT_PATH and
 	// _SERVER_NAME: how a ui-only UI reaches a Temporal with mutual TLS.
 	envTLSCert, envTLSKey, envTLSCA, envTLSServerName string
@@ -465,6 +468,7 @@ func (c Config) validateSecrets() error {
 	if c.Sendy.Token != "" {
 		errs = append(errs, secrets.CheckExample(EnvSendyToken, c.Sendy.Token.Reveal(), "use the API token Sendy gave you"))
 	}
+	errs = append(errs, c.passwordInFlag...)
 	for name, dsn := range map[string]string{"the ledger's address (" + EnvLedger + ")": c.LedgerPath, "the Temporal database's address (" + EnvTemporalDB + ")": c.TemporalDB} {
 		if u, err := url.Parse(dsn); err == nil && u.User != nil {
 			if pw, ok := u.User.Password(); ok {
@@ -586,7 +590,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.UICodecEndpoint, "ui-codec-endpoint", "", "the codec server's URL as the web UI's users reach it from their browsers (default the codec server's own address)")
 	fs.BoolVar(&c.CodecServerInContainer, "codec-server-in-container", false, "let the codec server's plain HTTP listen on every interface of a container whose port the host publishes on its loopback only")
 	fs.StringVar(&c.HealthAddress, "health", Off, `serve /healthz and /readyz on this loopback address (for `+"`worker healthcheck URL`"+`), or "off"; the intake and the codec server serve them too`)
-	fs.StringVar(&c.TemporalDB, "temporal-db", "", "the embedded Temporal server's database (--dev, --server-only): postgres://user@host/db (db and db"+defaults.VisibilitySuffix+", created and migrated at start); default $"+EnvTemporalDB+", else a SQLite file in --data-dir")
+	c.dsnFlag(fs, &c.TemporalDB, "temporal-db", EnvTemporalDB, "the embedded Temporal server's database (--dev, --server-only): postgres://user@host/db (db and db"+defaults.VisibilitySuffix+", created and migrated at start); default $"+EnvTemporalDB+", else a SQLite file in --data-dir")
 	fs.StringVar(&c.BroadcastAddress, "broadcast-address", "", "with a postgres:// --temporal-db: the IP the other servers of the cluster reach this one on (default the --frontend host)")
 	fs.StringVar(&c.DataDir, "data-dir", defaults.DataDir, "dev-mode state directory (Temporal's SQLite file, the ledger)")
 	fs.StringVar(&c.FrontendAddress, "frontend", defaults.FrontendAddress, "dev and server-only modes: the Temporal frontend address")
@@ -597,7 +601,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.FrontendWithoutTLS, "frontend-without-tls", false, "server-only mode: let the frontend listen in plain gRPC on an address other than loopback, where only a private network reaches it (a container network whose port is not published)")
 	fs.StringVar(&c.UIAddress, "ui", defaults.UIAddress, `dev, server-only and ui-only modes: the Temporal web UI address, or "off"`)
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)
-	fs.StringVar(&c.LedgerPath, "ledger", "", "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
+	c.dsnFlag(fs, &c.LedgerPath, "ledger", EnvLedger, "the ledger: postgres://user@host/db (shared by a fleet of workers) or a SQLite file (one host); default $"+EnvLedger+", else <data-dir>/ledger.db")
 	fs.DurationVar(&c.LedgerRetention, "ledger-retention", 0, "how long the ledger keeps the recipient and text of a settled event (sealed with the payload keys); 0: as long as the namespace keeps its runs (30 days by default). Keys, message ids, times and outcomes stay for the audit")
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
 	fs.BoolVar(&c.AcceptUnsealed, "accept-unsealed", false, "outside dev mode, act on runs and decisions that reach the worker unsealed (started before "+codec.EnvKeys+" was set): give it to every worker until those runs end; without it they fail before sending")
@@ -707,6 +711,23 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		func(p *activities.Policy, d time.Duration) { p.StatusPollInitial = d }, provider.Names...)
 	c.Simulator.RegisterFlags(fs, "sim-", &c.SimFaults)
 	c.ReadEnv(os.Getenv)
+}
+
+// dsnFlag registers a flag that takes a database address. Outside dev
+// mode an address with a password is refused (validateSecrets): a
+// command line is readable by every user of the host (ps,
+// /proc/PID/cmdline), so the password goes in env or in a file named by
+// env_FILE.
+func (c *Config) dsnFlag(fs *flag.FlagSet, dst *string, name, env, usage string) {
+	fs.Func(name, usage, func(v string) error {
+		*dst = v
+		if u, err := url.Parse(v); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				c.passwordInFlag = append(c.passwordInFlag, fmt.Errorf("--%s holds a password, which every user of this host can read in the process list: give the address in %s, or in a file named by %s_FILE, and leave --%s out", name, env, env, name))
+			}
+		}
+		return nil
+	})
 }
 
 // ReadEnv reads the secrets and addresses that come from the
