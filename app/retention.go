@@ -41,11 +41,11 @@ func (a *App) purgeLedger(ctx context.Context, retention time.Duration) {
 	for {
 		if now, err := a.Ledger.Now(ctx); err == nil {
 			n, err := a.Ledger.Purge(ctx, now.Add(-retention))
-			switch {
-			case err != nil && ctx.Err() == nil:
-				a.Log.Warn("could not purge the ledger's personal fields; trying again in an hour", zap.Error(err))
-			case n > 0:
+			if n > 0 {
 				a.Log.Info("purged the recipients and texts of settled events past the retention", zap.Int64("events", n), zap.Duration("retention", retention))
+			}
+			if err != nil && ctx.Err() == nil {
+				a.Log.Warn("could not purge all of the ledger's personal fields; trying again in an hour", zap.Error(err))
 			}
 		}
 		select {

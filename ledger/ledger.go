@@ -302,7 +302,10 @@ type Ledger interface {
 	// fingerprints) of the events settled before settledBefore, keeping
 	// their keys, message ids, times, outcomes and reasons for the audit,
 	// and returns how many events it purged. A claim of a purged event's
-	// key finds it settled and sends nothing.
+	// key finds it settled and sends nothing. An event sealed under a key
+	// the ring lacks is left as it is, and named in the error returned
+	// beside the count: purged here it would lose the keyed fingerprint
+	// by which another message under its key still conflicts.
 	Purge(ctx context.Context, settledBefore time.Time) (int64, error)
 	// Close releases the store.
 	Close() error

@@ -479,6 +479,7 @@ func (p *Postgres) sealExisting(ctx context.Context) error {
 // Purge implements Ledger.
 func (p *Postgres) Purge(ctx context.Context, settledBefore time.Time) (int64, error) {
 	var n int64
+	var left []error
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT key, provider, recipient, sender, body_text FROM events
 			WHERE outcome != '' AND settled_at < $1 AND (recipient != '' OR body_text != '') FOR UPDATE`, settledBefore)
@@ -492,10 +493,15 @@ func (p *Postgres) Purge(ctx context.Context, settledBefore time.Time) (int64, e
 		if err != nil {
 			return fmt.Errorf("ledger: purge: %w", err)
 		}
+		left = nil // BeginFunc may run this again
 		for _, e := range due {
-			kept, err := p.protect.keptAfterPurge(e)
+			kept, leave, err := p.protect.keptAfterPurge(e)
 			if err != nil {
 				return err
+			}
+			if leave != nil {
+				left = append(left, leave)
+				continue
 			}
 			if _, err := tx.Exec(ctx, `UPDATE events SET recipient = '', body_text = '', fingerprint = $1 WHERE key = $2`, kept, e.Key); err != nil {
 				return fmt.Errorf("ledger: purge %s: %w", e.Key, err)
@@ -504,8 +510,11 @@ func (p *Postgres) Purge(ctx context.Context, settledBefore time.Time) (int64, e
 				return fmt.Errorf("ledger: purge %s: %w", e.Key, err)
 			}
 		}
-		n = int64(len(due))
+		n = int64(len(due) - len(left))
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return n, err
+	}
+	return n, leftUnpurged(left)
 }

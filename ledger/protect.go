@@ -189,14 +189,27 @@ func (p *protector) toReseal(found []Event) ([]Event, error) {
 }
 
 // keptAfterPurge opens a row due for the purge and returns what its
-// fingerprint column keeps: the keyed fingerprint of the message.
-func (p *protector) keptAfterPurge(e Event) (string, error) {
+// fingerprint column keeps: the keyed fingerprint of the message. A row
+// sealed under a key this ring lacks cannot be fingerprinted here, and
+// purged without its fingerprint another message under its key would no
+// longer conflict: it is left (left is the reason) for a worker that
+// holds the key.
+func (p *protector) keptAfterPurge(e Event) (kept string, left, err error) {
 	opened, err := p.open(e)
-	if err != nil {
-		if errors.Is(err, codec.ErrUnknownKey) || errors.Is(err, ErrSealed) {
-			return "", nil // sealed under a key not here: nothing to keep it by
-		}
-		return "", err
+	if errors.Is(err, codec.ErrUnknownKey) || errors.Is(err, ErrSealed) {
+		return "", err, nil
 	}
-	return p.purgedFingerprint(opened), nil
+	if err != nil {
+		return "", nil, err
+	}
+	return p.purgedFingerprint(opened), nil, nil
+}
+
+// leftUnpurged is the error of a purge that left rows it could not
+// fingerprint (keptAfterPurge), or nil when it left none.
+func leftUnpurged(left []error) error {
+	if len(left) == 0 {
+		return nil
+	}
+	return fmt.Errorf("ledger: the purge left %d settled events with their recipient and text, sealed under a key this worker's ring lacks, so that another message under their keys still conflicts; a worker that holds the key purges them (first: %w)", len(left), left[0])
 }

@@ -210,6 +210,44 @@ func personalData(t *testing.T, open func(t *testing.T, where string, opts ...Op
 		raw := dump(t, where)
 		require.Contains(t, raw, "msg-1")
 	})
+
+	t.Run("a purge under a ring without the sealing key leaves the event for one that has it", func(t *testing.T) {
+		t.Parallel()
+		where := fresh(t)
+		k1, k2 := mustKey(t, "k1"), mustKey(t, "k2")
+		ring := func(specs ...string) *codec.Keyring {
+			r, err := codec.ParseKeys(strings.Join(specs, ","))
+			require.NoError(t, err)
+			return r
+		}
+		l := open(t, where, WithKeys(ring(k1)))
+		_, err := l.Claim(ctx, event)
+		require.NoError(t, err)
+		now, err := l.Now(ctx)
+		require.NoError(t, err)
+		_, err = l.Settle(ctx, event.Key, "Delivered", "delivered", "msg-1", now)
+		require.NoError(t, err)
+		require.NoError(t, l.Close())
+
+		other := event
+		other.RunID, other.Text, other.Fingerprint = "run-2", "Your code is 000000", strings.Repeat("b", 64)
+		l = open(t, where, WithKeys(ring(k2))) // a worker given only the new key
+		n, err := l.Purge(ctx, now.Add(time.Second))
+		require.Zero(t, n)
+		require.ErrorContains(t, err, "left 1 settled events")
+		require.ErrorContains(t, err, `key id "k1"`, "names the key it lacks")
+		require.NoError(t, l.Close())
+
+		l = open(t, where, WithKeys(ring(k2, k1))) // one that holds it
+		n, err = l.Purge(ctx, now.Add(time.Second))
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		e, err := l.Event(ctx, event.Key)
+		require.NoError(t, err)
+		require.True(t, e.Purged())
+		_, err = l.Claim(ctx, other)
+		require.ErrorIs(t, err, ErrConflict, "purged where the key was: another message under the key still conflicts")
+	})
 }
 
 func mustKey(t *testing.T, id string) string {

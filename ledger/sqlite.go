@@ -603,10 +603,15 @@ func (s *SQLite) Purge(ctx context.Context, settledBefore time.Time) (int64, err
 		due = append(due, e)
 	}
 	_ = rows.Close()
+	var left []error
 	for _, e := range due {
-		kept, err := s.protect.keptAfterPurge(e)
+		kept, leave, err := s.protect.keptAfterPurge(e)
 		if err != nil {
 			return 0, err
+		}
+		if leave != nil {
+			left = append(left, leave)
+			continue
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE events SET recipient = '', body_text = '', fingerprint = ? WHERE key = ?`, kept, e.Key); err != nil {
 			return 0, fmt.Errorf("ledger: purge %s: %w", e.Key, err)
@@ -618,12 +623,13 @@ func (s *SQLite) Purge(ctx context.Context, settledBefore time.Time) (int64, err
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("ledger: purge: %w", err)
 	}
-	if len(due) > 0 {
+	n := int64(len(due) - len(left))
+	if n > 0 {
 		if _, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-			return int64(len(due)), fmt.Errorf("ledger: checkpoint after the purge: %w", err)
+			return n, fmt.Errorf("ledger: checkpoint after the purge: %w", err)
 		}
 	}
-	return int64(len(due)), nil
+	return n, leftUnpurged(left)
 }
 
 // ownerOnly creates the file at path readable and writable by its owner
