@@ -11,6 +11,7 @@ package compose
 
 import (
 	"flag"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -253,6 +254,27 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 				_ = os.Unsetenv(k) // t.Setenv restores it at the end
 			}
 		}
+	})
+
+	t.Run("the intake trusts the network's gateway alone as its proxy", func(t *testing.T) {
+		net0 := f.Networks["default"].IPAM.Config
+		require.Len(t, net0, 1, "the default network has one fixed range")
+		_, subnet, err := net.ParseCIDR(net0[0].Subnet)
+		require.NoError(t, err)
+		gateway := net.ParseIP(net0[0].Gateway)
+		require.NotNil(t, gateway, "gateway %q", net0[0].Gateway)
+		require.True(t, subnet.Contains(gateway))
+		var cfg app.Config
+		fs := flag.NewFlagSet("intake", flag.ContinueOnError)
+		cfg.RegisterFlags(fs)
+		require.NoError(t, fs.Parse(f.Services["intake"].Command[1:]))
+		require.Len(t, cfg.IntakeProxies, 1)
+		ones, bits := cfg.IntakeProxies[0].Mask.Size()
+		require.Equal(t, bits, ones, "one address, not a range: %s", cfg.IntakeProxies[0])
+		require.True(t, cfg.IntakeProxies[0].IP.Equal(gateway), "the proxy is the gateway %s, not %s", gateway, cfg.IntakeProxies[0])
+		other := append(net.IP(nil), gateway.To4()...)
+		other[3]++
+		require.False(t, cfg.IntakeProxies[0].Contains(other), "another container of the network, %s, is no proxy", other)
 	})
 
 	t.Run("start order and health checks", func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 type File struct {
 	Services map[string]Service `yaml:"services"`
 	Volumes  map[string]any     `yaml:"volumes"`
+	Networks map[string]Network `yaml:"networks"`
 }
 
 // Service is one service of the file.
@@ -67,6 +68,16 @@ func Read(path string) (File, error) {
 	return f, nil
 }
 
+// Network is a network of the file: its address ranges.
+type Network struct {
+	IPAM struct {
+		Config []struct {
+			Subnet  string `yaml:"subnet"`
+			Gateway string `yaml:"gateway"`
+		} `yaml:"config"`
+	} `yaml:"ipam"`
+}
+
 // Load parses the file at path and interpolates every command,
 // environment value, port and health check from env as docker compose
 // does: ${VAR}, ${VAR:-default}, ${VAR:?message} (an error naming each
@@ -101,6 +112,12 @@ func Load(path string, env map[string]string) (File, error) {
 		}
 		s.Image = in(s.Image)
 		f.Services[name] = s
+	}
+	for _, n := range f.Networks {
+		for i := range n.IPAM.Config {
+			c := &n.IPAM.Config[i]
+			c.Subnet, c.Gateway = in(c.Subnet), in(c.Gateway)
+		}
 	}
 	return f, errors.Join(errs...)
 }
