@@ -135,9 +135,10 @@ func TestRecordHistories(t *testing.T) {
 			signal(in.Key, contract.SignalResend, decision(in.Key, map[string]any{"reason": "Bird is down", "by": "gina", "provider": "sendy"}))
 			return ended(t, in.Key)
 		}},
-		// A 401 after an attempt without a certain answer searches first.
+		// A 401 after an attempt without a certain answer searches first
+		// (recorded on the shared stack, whose history this test saves).
 		{"bird-unknown-then-401-found.json", func(t *testing.T) string {
-			return finished(t, unknownThen401(t, provider.Bird))
+			return finished(t, unknownThen401Input(t, provider.Bird, sim()))
 		}},
 		// A Temporal reset: the new run takes the event over.
 		{"reset-while-awaiting-then-resend.json", func(t *testing.T) string {

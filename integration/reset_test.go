@@ -11,9 +11,12 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
+	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 )
 
@@ -85,9 +88,15 @@ func reset(t *testing.T, key string, eventID int64) string {
 // settledAs waits for the ledger to hold the event's outcome.
 func settledAs(t *testing.T, key string) string {
 	t.Helper()
+	return settledOn(t, stack.Ledger, key)
+}
+
+// settledOn is settledAs for another stack's ledger.
+func settledOn(t *testing.T, l ledger.Ledger, key string) string {
+	t.Helper()
 	var outcome string
 	require.Eventually(t, func() bool {
-		e, err := stack.Ledger.Event(context.Background(), key)
+		e, err := l.Event(context.Background(), key)
 		outcome = e.Outcome
 		return err == nil && outcome != ""
 	}, 30*time.Second, 100*time.Millisecond, "the ledger never settled %s", key)
@@ -176,14 +185,34 @@ func resetWhileAwaiting(t *testing.T) string {
 	return in.Key
 }
 
-// unknownThen401 makes the event's first attempt take effect without an
-// answer that can be replayed (a 500 after the send), and every later one
-// a 401, as after a credential rotation.
-func unknownThen401(t *testing.T, p provider.Name) contract.Input {
+// unknownThen401 starts an event whose first attempt takes effect
+// without an answer that can be replayed (a 500 after the send), and
+// every later one a 401, as after a credential rotation. It runs on a
+// stack of its own with a 30 s replay window: the test's premise is that
+// the first attempt runs within the window, and on a loaded machine the
+// shared stack's server dispatched a first Send more than 9 s late (the
+// run then rightly said nothing was sent).
+func unknownThen401(t *testing.T, p provider.Name) (*app.App, contract.Input, client.WorkflowRun) {
+	t.Helper()
+	pol := policy
+	if p == provider.Sendy {
+		pol = pacedPolicy
+	}
+	pol.ReplayWindow = 30 * time.Second
+	own := ownStack(t, pol, 13)
+	in := unknownThen401Input(t, p, own.Sim)
+	run, err := startOn(context.Background(), own.Client, in)
+	require.NoError(t, err)
+	return own, in, run
+}
+
+// unknownThen401Input is the event of unknownThen401, with its faults
+// added to s.
+func unknownThen401Input(t *testing.T, p provider.Name, s *simulator.Listening) contract.Input {
 	t.Helper()
 	in := input(p, newKey("shipped"))
-	fault(t, simulator.Fault{Kind: simulator.Unstored, Provider: string(p), Key: in.Key, Count: 1})
-	fault(t, simulator.Fault{Kind: simulator.Unauthorized, Provider: string(p), Key: in.Key, Rate: 1})
+	require.NoError(t, s.AddFault(simulator.Fault{Kind: simulator.Unstored, Provider: string(p), Key: in.Key, Count: 1}))
+	require.NoError(t, s.AddFault(simulator.Fault{Kind: simulator.Unauthorized, Provider: string(p), Key: in.Key, Rate: 1}))
 	return in
 }
 
@@ -192,14 +221,12 @@ func unknownThen401(t *testing.T, p provider.Name) contract.Input {
 // take effect, finds the message and follows it to delivery.
 func TestA401AfterAnUnknownAttemptFindsTheMessage(t *testing.T) {
 	t.Parallel()
-	in := unknownThen401(t, provider.Bird)
-	run, err := start(context.Background(), in)
-	require.NoError(t, err)
-	res, err := resultWithin(t, run, 90*time.Second)
+	own, in, run := unknownThen401(t, provider.Bird)
+	res, err := resultOn(t, own.Client, run, 90*time.Second)
 	require.NoError(t, err, res.Reason)
 	require.Equal(t, contract.Delivered, res.State, res.Reason)
-	require.Len(t, messages(provider.Bird, in.Key), 1)
-	require.Equal(t, "Delivered", settledAs(t, in.Key))
+	require.Len(t, own.Sim.Messages(simulator.Filter{Provider: string(provider.Bird), Key: in.Key}), 1)
+	require.Equal(t, "Delivered", settledOn(t, own.Ledger, in.Key))
 }
 
 // The same at Sendy, which cannot be searched without a message id: the
@@ -207,17 +234,15 @@ func TestA401AfterAnUnknownAttemptFindsTheMessage(t *testing.T) {
 // SMS may have gone out, in the result and in the ledger.
 func TestA401AfterAnUnknownSendyAttemptIsNotFailed(t *testing.T) {
 	t.Parallel()
-	in := unknownThen401(t, provider.Sendy)
-	run, err := start(context.Background(), in)
-	require.NoError(t, err)
-	s := awaitState(t, in.Key, contract.AwaitingDecision, 60*time.Second)
+	own, in, run := unknownThen401(t, provider.Sendy)
+	s := awaitStateOn(t, own.Client, in.Key, contract.AwaitingDecision, 90*time.Second)
 	require.Contains(t, s.Reason, "the outcome is unknown")
-	require.NoError(t, stack.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalCancel, decision(in.Key, map[string]any{"reason": "will call the customer", "by": "pia"})))
-	res, _ := result(t, run)
+	require.NoError(t, own.Client.SignalWorkflow(context.Background(), in.Key, "", contract.SignalCancel, decision(in.Key, map[string]any{"reason": "will call the customer", "by": "pia"})))
+	res, _ := resultOn(t, own.Client, run, time.Minute)
 	require.Equal(t, contract.Cancelled, res.State)
 	require.True(t, res.OutcomeUnknown, res.Reason)
-	require.Len(t, messages(provider.Sendy, in.Key), 1, "the first attempt did send")
-	e, err := stack.Ledger.Event(context.Background(), in.Key)
+	require.Len(t, own.Sim.Messages(simulator.Filter{Provider: string(provider.Sendy), Key: in.Key}), 1, "the first attempt did send")
+	e, err := own.Ledger.Event(context.Background(), in.Key)
 	require.NoError(t, err)
 	require.Equal(t, "Cancelled", e.Outcome)
 	require.Contains(t, e.Reason, "may have gone out")

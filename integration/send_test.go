@@ -12,10 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/activities"
-	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/ledger"
@@ -317,16 +315,7 @@ func TestALastAttemptCollectsTheAnswerAHangStored(t *testing.T) {
 	pol.AttemptTimeout = 3 * time.Second
 	pol.ReplayWindow = 16 * time.Second // room for a 3 s attempt and the activity's slack
 	pol.LateEffectHorizon = activities.ProviderLockLifetime + pol.AttemptTimeout
-	own, err := app.Start(ctx, app.Config{
-		Dev: true, DataDir: t.TempDir(),
-		FrontendAddress: "127.0.0.1:0", UIAddress: app.Off, SimulatorAddress: "127.0.0.1:0", IntakeAddress: app.Off,
-		Simulator:      simulator.Config{DeliveryDelay: 300 * time.Millisecond, SendyRateLimit: -1, Seed: 12},
-		AttemptTimeout: pol.AttemptTimeout,
-		Policies:       map[provider.Name]activities.Policy{provider.Bird: pol, provider.Sendy: pol},
-		RateLimits:     map[provider.Name]int{provider.Sendy: 0},
-	}, zap.NewNop())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = own.Stop() })
+	own := ownStack(t, pol, 12)
 
 	in := input(provider.Sendy, newKey("shipped"))
 	require.NoError(t, own.Sim.AddFault(simulator.Fault{Kind: simulator.Hang, Provider: "sendy", Key: in.Key, Delay: simulator.Duration(5 * time.Second)}))
