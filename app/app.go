@@ -18,7 +18,6 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
@@ -151,7 +150,7 @@ func (a *App) serveReports() error {
 func (a *App) connect(ctx context.Context) error {
 	cfg := a.Config
 	embedded := cfg.Dev || cfg.ServerOnly || cfg.UIOnly
-	settings := clientopts.Settings{Env: envconfig.EnvLookupOS}
+	settings := clientopts.Settings{Env: cfg.temporalEnvironment()}
 	if embedded {
 		var err error
 		if a.Stack, err = startEmbedded(ctx, cfg, a.Log, a.uiCodecEndpoint()); err != nil {
@@ -161,7 +160,7 @@ func (a *App) connect(ctx context.Context) error {
 		a.uiURL.Store(a.Stack.UIURL())
 		settings = clientopts.Settings{Address: a.Stack.FrontendAddress(), Namespace: a.Namespace, TLS: a.Stack.ClientTLS()}
 		if cfg.UIOnly {
-			settings = clientopts.Settings{Env: envconfig.EnvLookupOS, Address: cfg.UIFrontend, Namespace: a.Namespace}
+			settings = clientopts.Settings{Env: cfg.temporalEnvironment(), Address: cfg.UIFrontend, Namespace: a.Namespace}
 		}
 	}
 	err := a.dial(ctx, settings)
@@ -204,6 +203,13 @@ func (a *App) openLedger(ctx context.Context) error {
 	})
 	log.Info("send ledger", zap.String("ledger", a.Ledger.Describe()), zap.String("identity", a.Ledger.Identity()))
 	if cfg.Codec != nil {
+		if cfg.IntakeAddress == Off {
+			// Not on an intake: a run no worker can open (a key no one
+			// holds) would take every intake out of its load balancer.
+			a.health.add("payload keys", func(context.Context) error {
+				return unopenedLately(cfg.Codec, time.Now())
+			})
+		}
 		log.Info("payloads are encrypted before they reach Temporal", zap.Stringer("codec", cfg.Codec))
 		if id := cfg.Codec.Example(); id != "" { // refused outside dev mode
 			log.Warn("key " + id + " is a published example, which anyone can read: make your own with `smsctl codec-key` and put it first in " + codec.EnvKeys)

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/contrib/envconfig"
+
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
@@ -216,6 +218,10 @@ type Config struct {
 	LogLevel string
 
 	envLedger, envTemporalDB string // $SMSORCH_LEDGER and $SMSORCH_TEMPORAL_DB, read by RegisterFlags
+	// temporalEnv is where the client's TEMPORAL_* settings are read
+	// (envconfig); nil for the process's environment. Tests give their
+	// own, and so run beside each other.
+	temporalEnv envconfig.EnvLookup
 	// passwordInFlag names each flag whose database address held a
 	// password: every user of the host reads it in ps.
 	passwordInFlag       []error
@@ -753,4 +759,12 @@ func (c *Config) ReadEnv(getenv func(string) string) {
 	c.envTemporalNamespace = getenv("TEMPORAL_NAMESPACE")
 	c.envTLSCert, c.envTLSKey = getenv("TEMPORAL_TLS_CLIENT_CERT_PATH"), getenv("TEMPORAL_TLS_CLIENT_KEY_PATH")
 	c.envTLSCA, c.envTLSServerName = getenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH"), getenv("TEMPORAL_TLS_SERVER_NAME")
+}
+
+// temporalEnvironment is where the Temporal client's settings are read.
+func (c Config) temporalEnvironment() envconfig.EnvLookup {
+	if c.temporalEnv != nil {
+		return c.temporalEnv
+	}
+	return envconfig.EnvLookupOS
 }

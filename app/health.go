@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/acme/smsorch/codec"
 )
 
 // health answers the two questions an orchestrator asks: /healthz, is
@@ -159,4 +161,22 @@ func HealthCheck(ctx context.Context, url string) error {
 		return fmt.Errorf("healthcheck: %s answered %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return nil
+}
+
+// unopenedFor is how long a worker given work it could not open (a
+// payload sealed under a key its ring lacks) stays not ready: the work
+// is retried, on it or on another worker, so a worker that keeps
+// failing it keeps saying so. Temporal retries a failing workflow task
+// at most ten minutes apart: longer than that, so it does not flap.
+const unopenedFor = 15 * time.Minute
+
+// unopenedLately is the readiness of a worker's payload keys: an error
+// naming the key when, within unopenedFor of now, a run's input or an
+// activity's could not be opened with them.
+func unopenedLately(k *codec.Keyring, now time.Time) error {
+	why, at := k.Unopened()
+	if at.IsZero() || now.Sub(at) > unopenedFor {
+		return nil
+	}
+	return fmt.Errorf("at %s a run's payload was %s: its work waits for a worker that holds the key; give this worker every key in use (%s) and restart it", at.UTC().Format(time.RFC3339), why, codec.EnvKeys)
 }

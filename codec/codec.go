@@ -34,6 +34,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/client"
@@ -71,6 +73,14 @@ type Keyring struct {
 	ids      []string
 	macKeys  map[string][]byte // id → the key of MAC, derived from the key
 	examples []string          // ids of keys that were published as examples
+	unopened *unopenedLog      // the last payload it could not open, for readiness
+}
+
+// unopenedLog is Keyring.Unopened's record.
+type unopenedLog struct {
+	sync.Mutex
+	why string
+	at  time.Time
 }
 
 // publishedExamples are keys this project has printed in an example
@@ -168,7 +178,7 @@ func newKeyring(pairs [][2]string) (*Keyring, error) {
 	if len(pairs) == 0 {
 		return nil, errors.New("codec: no key given")
 	}
-	k := &Keyring{aeads: map[string]cipher.AEAD{}, macKeys: map[string][]byte{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, macKeys: map[string][]byte{}, unopened: &unopenedLog{}}
 	for _, p := range pairs {
 		id, enc := p[0], p[1]
 		if !keyIDPattern.MatchString(id) {
@@ -312,12 +322,15 @@ func (k *Keyring) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 // starter's raw StartWorkflowExecution, say) are sealed as surely as the
 // SDK's own. Failure messages and stack traces, which may quote what was
 // sent, move into a sealed payload first. Search attributes stay plain
-// (the orchestrator's hold no personal data). A nil ring leaves opts alone.
+// (the orchestrator's hold no personal data). A payload sealed under a
+// key the ring lacks is left sealed, and reading it is an error that
+// names the key (ErrUnopened); the rest of the answer that carries it
+// stays readable. A nil ring leaves opts alone.
 func (k *Keyring) Apply(opts *client.Options) error {
 	if k == nil {
 		return nil
 	}
-	return k.apply(opts, k)
+	return k.applyOpening(opts, false)
 }
 
 func (k *Keyring) apply(opts *client.Options, codec converter.PayloadCodec) error {

@@ -282,7 +282,7 @@ func TestAWorkerRefusesUnsealedPayloads(t *testing.T) {
 	var opts client.Options
 	require.NoError(t, k.ApplyRefusingUnsealed(&opts))
 	require.NotNil(t, opts.DataConverter)
-	got, err := refusing{k}.Decode([]*commonpb.Payload{plain, sealedIn[0]})
+	got, err := refusing{k, true}.Decode([]*commonpb.Payload{plain, sealedIn[0]})
 	require.NoError(t, err)
 	require.True(t, Unsealed(got[0]), "the plain payload is marked")
 	require.False(t, Unsealed(got[1]), "the sealed one opened")
@@ -301,7 +301,14 @@ func TestAWorkerRefusesUnsealedPayloads(t *testing.T) {
 
 	var plainOpts client.Options
 	require.NoError(t, k.Apply(&plainOpts))
-	require.Nil(t, plainOpts.DataConverter, "Apply alone leaves payloads that arrive plain readable (dev mode, --accept-unsealed)")
+	// Apply alone leaves payloads that arrive plain readable (dev mode,
+	// --accept-unsealed, smsctl on a run from before the keys).
+	got, err = refusing{k, false}.Decode([]*commonpb.Payload{plain})
+	require.NoError(t, err)
+	require.False(t, Unsealed(got[0]), "a plain payload is not marked")
+	v = nil
+	require.NoError(t, plainOpts.DataConverter.FromPayload(got[0], &v))
+	require.Equal(t, "+31612345678", v["to"])
 }
 
 // The key file takes the lines SMSORCH_CODEC_KEYS is written in too, and

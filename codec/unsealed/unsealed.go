@@ -17,6 +17,11 @@ const Encoding = "unsealed (outside dev mode the worker takes only payloads seal
 // MetadataPlainEncoding keeps the marked payload's own encoding.
 const MetadataPlainEncoding = "smsorch-unsealed-encoding"
 
+// MetadataUnopened, on a marked payload that claimed to be sealed, says
+// why it did not open here (a key id the ring lacks, or bytes that do
+// not open under the key they name).
+const MetadataUnopened = "smsorch-unopened"
+
 // Is reports whether p was marked.
 func Is(p *commonpb.Payload) bool {
 	return string(p.GetMetadata()[converter.MetadataEncoding]) == Encoding
@@ -26,11 +31,30 @@ func Is(p *commonpb.Payload) bool {
 func Mark(p *commonpb.Payload) *commonpb.Payload {
 	md := make(map[string][]byte, len(p.GetMetadata())+1)
 	for k, v := range p.GetMetadata() {
-		md[k] = v
+		if k != MetadataUnopened { // only MarkUnopened says a payload did not open
+			md[k] = v
+		}
 	}
 	md[MetadataPlainEncoding] = p.GetMetadata()[converter.MetadataEncoding]
 	md[converter.MetadataEncoding] = []byte(Encoding)
 	return &commonpb.Payload{Metadata: md, Data: p.GetData()}
+}
+
+// MarkUnopened returns a marked copy of p, a payload that claimed to be
+// sealed, saying why it did not open.
+func MarkUnopened(p *commonpb.Payload, why string) *commonpb.Payload {
+	m := Mark(p)
+	m.Metadata[MetadataUnopened] = []byte(why)
+	return m
+}
+
+// Unopened is why a marked payload that claimed to be sealed did not
+// open, or "" for one that arrived in plain.
+func Unopened(p *commonpb.Payload) string {
+	if !Is(p) {
+		return ""
+	}
+	return string(p.GetMetadata()[MetadataUnopened])
 }
 
 // Restored is p as it arrived, when it was marked.
@@ -40,7 +64,7 @@ func Restored(p *commonpb.Payload) *commonpb.Payload {
 	}
 	md := make(map[string][]byte, len(p.GetMetadata()))
 	for k, v := range p.GetMetadata() {
-		if k != MetadataPlainEncoding {
+		if k != MetadataPlainEncoding && k != MetadataUnopened {
 			md[k] = v
 		}
 	}
