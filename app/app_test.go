@@ -380,6 +380,7 @@ func TestAnUnsignedIntakeIsRefusedWhereItIsNotSafe(t *testing.T) {
 // sealed: the run's history, read raw from the server, holds neither the
 // recipient nor the text.
 func TestStartAgainstAnExistingCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: filepath.Join(dir, "cluster"), Logger: zap.NewNop()})
@@ -391,15 +392,18 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	srv := httptest.NewServer(sim.Handler())
 	defer srv.Close()
 
-	t.Setenv("TEMPORAL_ADDRESS", cluster.FrontendAddress())
-	t.Setenv("TEMPORAL_NAMESPACE", "default")
-	t.Setenv("TEMPORAL_CONFIG_FILE", filepath.Join(dir, "no-such-profile.toml"))
-	t.Setenv(EnvSendyToken, creds.SendyToken)
+	// The worker's environment, its own: the test runs beside others.
 	key, err := codec.NewKey("test-1")
 	require.NoError(t, err)
-	t.Setenv(codec.EnvKeys, key)
+	env := envMap{
+		"TEMPORAL_ADDRESS": cluster.FrontendAddress(), "TEMPORAL_NAMESPACE": "default",
+		"TEMPORAL_CONFIG_FILE": filepath.Join(dir, "no-such-profile.toml"),
+		EnvSendyToken:          creds.SendyToken, codec.EnvKeys: key,
+	}
 	var cfg Config
 	cfg.RegisterFlags(flag.NewFlagSet("worker", flag.ContinueOnError))
+	cfg.ReadEnv(func(k string) string { return env[k] })
+	cfg.temporalEnv = env
 	cfg.Sendy.BaseURL = srv.URL
 	cfg.RateLimits = map[provider.Name]int{provider.Sendy: 0} // a handful of requests
 	cfg.LedgerPath = filepath.Join(dir, "ledger.db")
@@ -519,6 +523,10 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	require.Empty(t, sim.Messages(simulator.Filter{Key: "order-3-shipped"}), "nothing was sent")
 	_, err = a.Ledger.Event(ctx, "order-3-shipped")
 	require.ErrorIs(t, err, ledger.ErrNotFound, "nothing was claimed")
+	again3, err := starter.New(a.Client).Send(ctx, starter.Event{Key: "order-3-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 3 has shipped."})
+	require.NoError(t, err)
+	require.False(t, again3.Started)
+	require.Equal(t, contract.Failed, again3.State, "a run that failed before it set a state is reported so, not as its start left it")
 
 	// Nor decide: a plain cancel signal to a run awaiting a decision is
 	// refused in its timeline, and the run keeps waiting; the same

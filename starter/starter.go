@@ -343,6 +343,10 @@ func (s *Starter) describeWithFingerprint(ctx context.Context, key, runID string
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
 		if st := s.finalState(ctx, key, ex.RunID); st != "" {
 			ex.State = st
+		} else if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+			// Failed before it set a state of its own (its input
+			// refused, say): the Sending the start set is not so.
+			ex.State = contract.Failed
 		}
 	}
 	return ex, fp, nil
