@@ -383,14 +383,7 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: filepath.Join(dir, "cluster"), Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer func() { _ = cluster.Stop() }()
-	creds := simulator.NewCredentials() // outside dev mode the simulator's defaults are refused
-	sim, err := simulator.New(simulator.Config{DeliveryDelay: 100 * time.Millisecond, SendyToken: creds.SendyToken})
-	require.NoError(t, err)
-	srv := httptest.NewServer(sim.Handler())
-	defer srv.Close()
+	cluster, sim, srv, creds := aClusterAndASimulator(ctx, t, dir)
 
 	// The worker's environment, its own: the test runs beside others.
 	key, err := codec.NewKey("test-1")

@@ -48,14 +48,7 @@ func TestAWorkerWithTheWrongKeysLosesNoEvent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: filepath.Join(dir, "cluster"), Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer func() { _ = cluster.Stop() }()
-	creds := simulator.NewCredentials()
-	sim, err := simulator.New(simulator.Config{DeliveryDelay: 100 * time.Millisecond, SendyToken: creds.SendyToken})
-	require.NoError(t, err)
-	srv := httptest.NewServer(sim.Handler())
-	defer srv.Close()
+	cluster, sim, srv, creds := aClusterAndASimulator(ctx, t, dir)
 
 	right, err := codec.ParseKeys(mustKeyNamed(t, "2026-12"))
 	require.NoError(t, err)
@@ -162,4 +155,21 @@ func eventsOf(ctx context.Context, t *testing.T, c client.Client, key string) []
 		out = append(out, ev.GetEventType().String())
 	}
 	return out
+}
+
+// aClusterAndASimulator starts a Temporal dev cluster in dir and the
+// provider simulator behind an HTTP server, both stopped when the test
+// ends. Outside dev mode the simulator's default credentials are
+// refused, so it takes fresh ones.
+func aClusterAndASimulator(ctx context.Context, t *testing.T, dir string) (*devstack.Stack, *simulator.Server, *httptest.Server, simulator.Credentials) {
+	t.Helper()
+	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: filepath.Join(dir, "cluster"), Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Stop() })
+	creds := simulator.NewCredentials()
+	sim, err := simulator.New(simulator.Config{DeliveryDelay: 100 * time.Millisecond, SendyToken: creds.SendyToken})
+	require.NoError(t, err)
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	return cluster, sim, srv, creds
 }

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"flag"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +20,6 @@ import (
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/clientopts"
-	"github.com/acme/smsorch/internal/devstack"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/starter"
 )
@@ -41,14 +39,7 @@ func TestAnUnopenableTraceHeaderDoesNotWedgeTheRun(t *testing.T) {
 
 	ctx := context.Background()
 	dir := t.TempDir()
-	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: filepath.Join(dir, "cluster"), Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer func() { _ = cluster.Stop() }()
-	creds := simulator.NewCredentials()
-	sim, err := simulator.New(simulator.Config{DeliveryDelay: 100 * time.Millisecond, SendyToken: creds.SendyToken})
-	require.NoError(t, err)
-	srv := httptest.NewServer(sim.Handler())
-	defer srv.Close()
+	cluster, sim, srv, creds := aClusterAndASimulator(ctx, t, dir)
 
 	t.Setenv("TEMPORAL_ADDRESS", cluster.FrontendAddress())
 	t.Setenv("TEMPORAL_NAMESPACE", "default")
