@@ -256,6 +256,19 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		}
 	})
 
+	t.Run("our services run with least privilege", func(t *testing.T) {
+		for _, name := range ours {
+			s := f.Services[name]
+			require.True(t, s.ReadOnly, "%s: a read-only root file system", name)
+			require.Equal(t, []string{"/tmp:size=64m"}, s.Tmpfs, "%s: scratch space in /tmp only", name)
+			require.Equal(t, []string{"ALL"}, s.CapDrop, "%s: no Linux capability", name)
+			require.Contains(t, s.SecurityOpt, "no-new-privileges:true", name)
+			require.Positive(t, s.PidsLimit, "%s: a ceiling on processes", name)
+			require.Regexp(t, `^[0-9]+[mg]$`, s.MemLimit, "%s: a ceiling on memory", name)
+		}
+		require.Contains(t, f.Services["postgres"].SecurityOpt, "no-new-privileges:true")
+	})
+
 	t.Run("the intake trusts the network's gateway alone as its proxy", func(t *testing.T) {
 		net0 := f.Networks["default"].IPAM.Config
 		require.Len(t, net0, 1, "the default network has one fixed range")

@@ -36,6 +36,12 @@ type Service struct {
 	Deploy          struct{ Replicas int } `yaml:"deploy"`
 	Healthcheck     *Healthcheck           `yaml:"healthcheck"`
 	StopGracePeriod string                 `yaml:"stop_grace_period"`
+	ReadOnly        bool                   `yaml:"read_only"`
+	Tmpfs           []string               `yaml:"tmpfs"`
+	CapDrop         []string               `yaml:"cap_drop"`
+	SecurityOpt     []string               `yaml:"security_opt"`
+	PidsLimit       int                    `yaml:"pids_limit"`
+	MemLimit        string                 `yaml:"mem_limit"`
 }
 
 // DependsOn is a start condition: service_started, service_healthy or
