@@ -37,9 +37,6 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 // type is an error, and when the caller may not add attributes the error
 // gives the temporal commands that do. (It was devstack's; it moved here
 // so that production code need not link the dev server for it.)
-// an attribute that
-// exists with another type is an error, and when the caller may not add
-// attributes the error gives the temporal commands that do.
 func EnsureSearchAttributes(ctx context.Context, c client.Client, ns string, attrs map[string]enumspb.IndexedValueType) error {
 	if len(attrs) == 0 {
 		return nil
