@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -741,4 +742,38 @@ func TestARequestHeldByTheFleetsLimitIsRetriedAfterItsWait(t *testing.T) {
 	require.Equal(t, 4*time.Second, appErr.NextRetryDelay())
 	require.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
 	require.Empty(t, b.sim.Requests(simulator.Filter{Provider: "sendy"}), "requests that reached Sendy")
+}
+
+// A new message after an attempt without a certain answer, at a provider
+// that cannot be searched by key (Sendy), is written to the ledger as a
+// possible duplicate when the Send returns, not only when the run
+// settles: a Temporal reset in between starts a run that gets a replay
+// of that message, and takes the finding from the ledger at its settle.
+// At Bird, which the run searches by key, nothing is written.
+func TestANewMessageAfterAnUncertainAttemptIsRecordedAtOnceWhereNoSearchCanTell(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in       PrepareInput
+		recorded bool
+	}{
+		{PrepareInput{Key: "order-58214-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 58214 has shipped."}, true},
+		{event, false},
+	} {
+		b := setup(t)
+		ctx := context.Background()
+		p, err := prepare(t, b, tc.in)
+		require.NoError(t, err)
+		row := ledger.Attempt{EventKey: tc.in.Key, SendKey: tc.in.Key, RunID: "default-test-run-id", Number: 1, StartedAt: b.sim.Now().Add(-time.Minute)} // the test environment's run
+		require.NoError(t, b.led.BeginAttempt(ctx, row))
+		row.EndedAt, row.Outcome = row.StartedAt, string(provider.Unknown)
+		require.NoError(t, b.led.EndAttempt(ctx, row))
+
+		out, err := send(t, b, SendInput{EventKey: tc.in.Key, Request: p.Request, Budget: time.Hour, AfterRetries: true})
+		require.NoError(t, err)
+		require.Equal(t, provider.Accepted, out.Result.Outcome, tc.in.Provider)
+		require.True(t, out.Uncertain, tc.in.Provider)
+		e, err := b.led.Event(ctx, tc.in.Key)
+		require.NoError(t, err)
+		require.Equal(t, tc.recorded, slices.Contains(e.Findings, ledger.FindingPossibleDuplicate), "%s: findings %v", tc.in.Provider, e.Findings)
+	}
 }

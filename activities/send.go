@@ -150,9 +150,31 @@ func (a *Activities) send(ctx context.Context, in SendInput) (SendOutput, error)
 		out := SendOutput{Result: res, Attempt: info.Attempt, AcceptedAt: a.now()}
 		out.UncertainSince = a.earlierUncertain(ctx, in.EventKey, row)
 		out.Uncertain = !out.UncertainSince.IsZero()
+		a.recordPossibleDuplicate(ctx, in.EventKey, c, res, out.Uncertain)
 		return out, nil
 	}
 	return SendOutput{}, AttemptError(res, info.Attempt, in.InProgressDelay)
+}
+
+// recordPossibleDuplicate writes to the ledger, at once, that the event
+// may have two messages: a new message (not a replay) after an earlier
+// attempt of the key without a certain answer, at a provider that cannot
+// be searched by key (no provider.Lister), is what the workflow reports
+// as a possible duplicate. The run itself records it only when it
+// settles; a Temporal reset before then starts a run whose Send gets a
+// replay of that message and would not know. Its settle takes the
+// finding from the ledger. The write gets its own 10 s, whatever is left
+// of the send's: the answer is in hand. A ledger that cannot be written
+// is logged; this run still reports it, a run a reset starts may not.
+func (a *Activities) recordPossibleDuplicate(ctx context.Context, eventKey string, c provider.Client, res provider.Result, uncertain bool) {
+	if _, searchable := c.(provider.Lister); searchable || !uncertain || res.Outcome != provider.Accepted {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := a.Ledger.Record(wctx, eventKey, nil, []string{ledger.FindingPossibleDuplicate}); err != nil {
+		a.log().Warn("could not record a possible duplicate in the ledger: this run reports it when it settles, but a run a Temporal reset starts before then would not", zap.String("key", eventKey), zap.Error(err))
+	}
 }
 
 // windowOpen refuses an attempt once the key's replay window has passed

@@ -282,3 +282,28 @@ func TestAResetRunThatIsRefusedFollowsTheMessageTheOldRunSent(t *testing.T) {
 	require.Contains(t, timelineText(status(t, in.Key)), "the ledger holds message "+old[0].ID)
 	require.Equal(t, "Delivered", settledAs(t, in.Key))
 }
+
+// A Sendy attempt takes effect without a stored answer (a 500), and the
+// retry makes a second message: the run reports a possible duplicate,
+// since Sendy cannot be searched by key. An operator resets the run to
+// its first workflow task before it settled: the new run's Send gets a
+// replay of the second message, and its own attempts look certain. It
+// still reports the possible duplicate, which the Send wrote to the
+// ledger when it returned (the cluster drill's seed 3 found a reset run
+// that did not: a silent duplicate).
+func TestAResetRunStillReportsAPossibleDuplicateItsPredecessorFound(t *testing.T) {
+	t.Parallel()
+	in := input(provider.Sendy, newKey("shipped"))
+	fault(t, simulator.Fault{Kind: simulator.Unstored, Provider: "sendy", Key: in.Key, Count: 1})
+	_, err := start(context.Background(), in)
+	require.NoError(t, err)
+	// The Send completed with the second message; the run now waits out
+	// the late-effect horizon before it settles.
+	events := historyWith(t, in.Key, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 30*time.Second)
+	newRun := reset(t, in.Key, firstTaskCompleted(t, events, nil))
+	res, err := resultWithin(t, stack.Client.GetWorkflow(context.Background(), in.Key, newRun), 2*time.Minute)
+	require.NoError(t, err, res.Reason)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Len(t, messages(provider.Sendy, in.Key), 2, "the unstored attempt and the retry each made a message")
+	require.True(t, res.PossibleDuplicate, "the reset run reports what its predecessor found: %s", res.Reason)
+}
