@@ -133,9 +133,7 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 
 func mustKey(t *testing.T) string {
 	t.Helper()
-	k, err := codec.NewKey("test-1")
-	require.NoError(t, err)
-	return k
+	return mustKeyNamed(t, "test-1")
 }
 
 // /readyz names what is not ready and keeps the reasons for the log;
@@ -404,12 +402,7 @@ func TestStartAgainstAnExistingCluster(t *testing.T) {
 	// A short window, so that an event whose provider is down awaits a
 	// decision within seconds.
 	cfg.AttemptTimeout = 3 * time.Second
-	cfg.Policies[provider.Sendy] = activities.Policy{
-		ReplayWindow: 16 * time.Second, WindowMargin: 3 * time.Second, AttemptTimeout: 3 * time.Second,
-		InitialBackoff: 200 * time.Millisecond, MaxBackoff: time.Second,
-		LateEffectHorizon: activities.ProviderLockLifetime + 3*time.Second,
-		StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 200 * time.Millisecond,
-	}
+	cfg.Policies[provider.Sendy] = shortWindowPolicy
 	require.NoError(t, sim.AddFault(simulator.Fault{Kind: simulator.Unavailable, Provider: "sendy", Key: "order-4-shipped", Rate: 1}))
 	a, err := Start(ctx, cfg, zap.NewNop())
 	require.NoError(t, err)

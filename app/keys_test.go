@@ -60,12 +60,7 @@ func TestAWorkerWithTheWrongKeysLosesNoEvent(t *testing.T) {
 			RateLimits: map[provider.Name]int{provider.Sendy: 0}, LedgerPath: filepath.Join(dir, "ledger.db"),
 			IntakeAddress: Off, HealthAddress: Off, MetricsAddress: Off, CodecServerAddress: Off,
 			AttemptTimeout: 3 * time.Second, StopTimeout: 5 * time.Second,
-			Policies: map[provider.Name]activities.Policy{provider.Sendy: {
-				ReplayWindow: 16 * time.Second, WindowMargin: 3 * time.Second, AttemptTimeout: 3 * time.Second,
-				InitialBackoff: 200 * time.Millisecond, MaxBackoff: time.Second,
-				LateEffectHorizon: activities.ProviderLockLifetime + 3*time.Second,
-				StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 200 * time.Millisecond,
-			}},
+			Policies: map[provider.Name]activities.Policy{provider.Sendy: shortWindowPolicy},
 		}
 		cfg.temporalEnv = envMap{"TEMPORAL_ADDRESS": cluster.FrontendAddress(), "TEMPORAL_NAMESPACE": "default", "TEMPORAL_CONFIG_FILE": filepath.Join(dir, "no-such-profile.toml")}
 		a, err := Start(ctx, cfg.WithDefaults(), zaptest.NewLogger(t))
@@ -137,6 +132,7 @@ func TestAWorkerWithTheWrongKeysLosesNoEvent(t *testing.T) {
 	require.Equal(t, contract.Delivered, again.State, "the key is not burned: its event is found delivered")
 }
 
+// mustKeyNamed makes a payload key with the id given.
 func mustKeyNamed(t *testing.T, id string) string {
 	t.Helper()
 	k, err := codec.NewKey(id)
@@ -155,6 +151,16 @@ func eventsOf(ctx context.Context, t *testing.T, c client.Client, key string) []
 		out = append(out, ev.GetEventType().String())
 	}
 	return out
+}
+
+// shortWindowPolicy is the production-mode tests' Sendy policy: a 16 s
+// window, so that an event whose provider is down awaits a decision
+// within seconds.
+var shortWindowPolicy = activities.Policy{
+	ReplayWindow: 16 * time.Second, WindowMargin: 3 * time.Second, AttemptTimeout: 3 * time.Second,
+	InitialBackoff: 200 * time.Millisecond, MaxBackoff: time.Second,
+	LateEffectHorizon: activities.ProviderLockLifetime + 3*time.Second,
+	StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 200 * time.Millisecond,
 }
 
 // aClusterAndASimulator starts a Temporal dev cluster in dir and the

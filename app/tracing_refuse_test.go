@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
@@ -55,12 +54,7 @@ func TestAnUnopenableTraceHeaderDoesNotWedgeTheRun(t *testing.T) {
 	cfg.LedgerPath = filepath.Join(dir, "ledger.db")
 	cfg.IntakeAddress = Off
 	cfg.AttemptTimeout = 3 * time.Second
-	cfg.Policies[provider.Sendy] = activities.Policy{
-		ReplayWindow: 16 * time.Second, WindowMargin: 3 * time.Second, AttemptTimeout: 3 * time.Second,
-		InitialBackoff: 200 * time.Millisecond, MaxBackoff: time.Second,
-		LateEffectHorizon: activities.ProviderLockLifetime + 3*time.Second,
-		StatusPollInitial: 100 * time.Millisecond, StatusPollMax: 200 * time.Millisecond,
-	}
+	cfg.Policies[provider.Sendy] = shortWindowPolicy
 	require.NoError(t, sim.AddFault(simulator.Fault{Kind: simulator.Unavailable, Provider: "sendy", Key: "order-9-shipped", Rate: 1}))
 	a, err := Start(ctx, cfg, zap.NewNop()) // outside dev mode: refuses unsealed payloads
 	require.NoError(t, err)

@@ -50,14 +50,9 @@ func TestAPayloadThatDoesNotOpenIsRefusedNotFatal(t *testing.T) {
 // for readiness. A payload that arrived in plain is refused as before.
 func TestAPayloadSealedUnderAnotherKeyWaitsForAWorkerThatHoldsIt(t *testing.T) {
 	t.Parallel()
-	mk := func(id string) *Keyring {
-		spec, err := NewKey(id)
-		require.NoError(t, err)
-		k, err := ParseKeys(spec)
-		require.NoError(t, err)
-		return k
-	}
-	right, wrong, sameName := mk("2026-12"), mk("2026-11"), mk("2026-12")
+	right, _ := ring(t, "2026-12")
+	wrong, _ := ring(t, "2026-11")
+	sameName, _ := ring(t, "2026-12")
 	plain, err := converter.GetDefaultDataConverter().ToPayload(map[string]string{"to": "+31612345678"})
 	require.NoError(t, err)
 	sealed, err := right.Encode([]*commonpb.Payload{plain})

@@ -18,10 +18,7 @@ import (
 // that takes it, and the sender's text becomes the reason logged.
 func TestAPlainPayloadCannotClaimToBeUnopened(t *testing.T) {
 	t.Parallel()
-	spec, err := NewKey("2026-12")
-	require.NoError(t, err)
-	k, err := ParseKeys(spec)
-	require.NoError(t, err)
+	k, _ := ring(t, "2026-12")
 	plain, err := converter.GetDefaultDataConverter().ToPayload(map[string]string{"to": "+31612345678"})
 	require.NoError(t, err)
 	plain.Metadata[unsealed.MetadataUnopened] = []byte("anything its sender likes")
