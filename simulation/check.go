@@ -1,8 +1,10 @@
 package simulation
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -49,22 +51,70 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	}
 
 	// Every message of the event is known to the run, or the run says
-	// its outcome is unknown (or, after a blind resend, that an earlier
-	// attempt may have sent a second message).
-	if !res.OutcomeUnknown && !res.PossibleDuplicate && !(l.Open && l.OpenState == contract.AwaitingDecision) {
+	// its outcome is unknown. A possible duplicate is a claim about one
+	// message the run cannot see: it excuses at most one unknown message
+	// under each key, not any number.
+	if !res.OutcomeUnknown && !(l.Open && l.OpenState == contract.AwaitingDecision) {
+		unknown := map[string]int{}
 		for _, m := range ours {
-			if !slices.Contains(res.MessageIDs, m.ID) {
-				bad("unknown message: %s (%s, key %s, %s) is not in the run's messageIds %v, and the run does not say its outcome is unknown (state %s)",
+			if slices.Contains(res.MessageIDs, m.ID) {
+				continue
+			}
+			unknown[m.Key]++
+			switch {
+			case !res.PossibleDuplicate:
+				bad("unknown message: %s (%s, key %s, %s) is not in the run's messageIds %v, and the run says neither that its outcome is unknown nor that a duplicate is possible (state %s)",
 					m.ID, m.Provider, m.Key, m.Status, res.MessageIDs, res.State)
+			case unknown[m.Key] == 2:
+				bad("%d or more messages under %s unknown to the run (%s): a possible duplicate claims one at most (messageIds %v)",
+					unknown[m.Key], m.Key, describeMessages(ours, res), res.MessageIDs)
 			}
 		}
 	}
+	// Every key a message of the event was sent under is one the run
+	// names.
+	if !l.Open {
+		for _, m := range ours {
+			if !slices.Contains(res.KeysUsed, m.Key) {
+				bad("message %s was sent under %s, which is not among the run's keys %v", m.ID, m.Key, res.KeysUsed)
+			}
+		}
+	}
+	// A run that knows of a live message does not end Cancelled or
+	// Failed: a cancel that meets one ends Unconfirmed.
+	if !l.Open && (res.State == contract.Cancelled || res.State == contract.Failed) {
+		for _, m := range live {
+			if slices.Contains(res.MessageIDs, m.ID) {
+				bad("the run ended %s though it knows message %s, which is %s at %s", res.State, m.ID, m.Status, m.Provider)
+			}
+		}
+	}
+	v = append(v, lt.checkRequests()...)
+	v = append(v, checkSearchAttributes(l)...)
 	// An unknown outcome is a claim that something may have gone out.
 	if lt.w.tr.sends == 0 && (res.OutcomeUnknown || (l.Open && strings.Contains(res.Reason, "unknown"))) {
 		bad("the run says its outcome is unknown, but no send request ever reached a provider (%s)", res.Reason)
 	}
-	if !l.Open && res.State == contract.Delivered && len(live) == 0 {
-		bad("the run says Delivered but no message of the event is alive at the provider")
+	// Delivered means the provider said delivered, of a message the run
+	// names.
+	if !l.Open && res.State == contract.Delivered && !slices.ContainsFunc(ours, func(m simulator.Message) bool {
+		return m.Status == "delivered" && slices.Contains(res.MessageIDs, m.ID)
+	}) {
+		bad("the run says Delivered but no message among its %v is delivered at the provider (%s)", res.MessageIDs, describeMessages(ours, res))
+	}
+	// A failover leaves a provider that holds no live message of the
+	// event made before it, unless the run reports the duplicate.
+	for _, r := range res.Resends {
+		moved, ok := lt.w.sendKeys[r.Key]
+		if r.Provider == "" || !ok || warned {
+			continue
+		}
+		for _, m := range live {
+			if m.Provider != r.Provider && m.CreatedAt.Before(moved) {
+				bad("the run moved the event to %s at %s (%s), yet %s holds live message %s of it, made at %s under %s",
+					r.Provider, at(sc, moved), r.Basis, m.Provider, m.ID, at(sc, m.CreatedAt), m.Key)
+			}
+		}
 	}
 
 	// No send under a new key without a search that succeeded before
@@ -166,6 +216,52 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 		bad("the ledger settled the event %s, the run ended %s", ev.Outcome, res.State)
 	case !l.Open && ev.MessageID != "" && !slices.Contains(res.MessageIDs, ev.MessageID):
 		bad("the ledger's message %s is not among the run's %v", ev.MessageID, res.MessageIDs)
+	case !l.Open && ev.MessageID != "" && !slices.ContainsFunc(ours, func(m simulator.Message) bool { return m.ID == ev.MessageID }):
+		bad("the ledger settled on message %s, which no provider holds", ev.MessageID)
+	case !l.Open && ev.Outcome == string(contract.Delivered) && !slices.ContainsFunc(ours, func(m simulator.Message) bool { return m.Status == "delivered" }):
+		bad("the ledger settled the event Delivered, but no message of it is delivered at the provider")
+	}
+	return v
+}
+
+// checkRequests reads what reached the providers: every attempt under a
+// key carries the bytes of its first (path and body), so no provider
+// ever has cause to answer a key conflict.
+func (lt *lifetime) checkRequests() []string {
+	var v []string
+	first := map[string]simulator.Request{}
+	for _, q := range lt.w.sim.Requests(simulator.Filter{}) {
+		if q.Method != http.MethodPost || q.Key == "" {
+			continue
+		}
+		id := q.Provider + " " + q.Key
+		f, ok := first[id]
+		if !ok {
+			first[id] = q
+			continue
+		}
+		if f.Path != q.Path || !bytes.Equal(f.Body, q.Body) {
+			v = append(v, fmt.Sprintf("the send under %s at %s (request %d) carried other bytes than its first attempt at %s (request %d): %s %s, then %s %s",
+				q.Key, at(lt.sc, q.At), q.Seq, at(lt.sc, f.At), f.Seq, f.Path, f.BodyText, q.Path, q.BodyText))
+			first[id] = q // one line for each change
+		}
+	}
+	return v
+}
+
+// checkSearchAttributes compares the run's search attributes with its
+// outcome: a person's query in the UI must find the run by its state.
+func checkSearchAttributes(l *Lifetime) []string {
+	state := l.Result.State
+	if l.Open {
+		state = l.OpenState
+	}
+	var v []string
+	if l.search.state != string(state) {
+		v = append(v, fmt.Sprintf("SmsState is %q, but the run is %s", l.search.state, state))
+	}
+	if l.provider != "" && l.search.provider != l.provider {
+		v = append(v, fmt.Sprintf("SmsProvider is %q, but the run sends through %s", l.search.provider, l.provider))
 	}
 	return v
 }

@@ -41,6 +41,10 @@ type Lifetime struct {
 	Timeline   *timeline
 	// notes is the run's own timeline, as its query answered at the end.
 	notes []contract.Entry
+	// provider is the provider the run's query named at the end; search
+	// is what its search attributes held then (the last upsert).
+	provider string
+	search   searchAttributes
 	// Runs counts the workflow executions (segments) it took.
 	Runs int
 }
@@ -132,6 +136,7 @@ func Run(seed int64) (*Lifetime, error) {
 		seg.execute()
 		if seg.cutBy == nil {
 			out.Result, out.Open, out.OpenState, acks, out.notes = seg.result, seg.open, seg.openState, seg.acks, seg.notes
+			out.provider, out.search = seg.provider, seg.search
 			if seg.err != "" {
 				lt.viol = append(lt.viol, seg.err)
 			}
@@ -238,7 +243,13 @@ type segment struct {
 	openState contract.State
 	acks      []ack
 	err       string
+	provider  string
+	search    searchAttributes
 }
+
+// searchAttributes are the run's SmsState and SmsProvider as its last
+// upsert left them ("" before any).
+type searchAttributes struct{ state, provider string }
 
 // resume is a point where a run that replaces a cut one waits: before
 // its call-th activity call, until the moment at which the cut happened.
@@ -328,7 +339,7 @@ func (s *segment) execute() {
 		return
 	}
 	if st, ok := s.query(); ok {
-		s.notes = st.Timeline
+		s.notes, s.provider = st.Timeline, st.Provider
 	}
 	if !env.IsWorkflowCompleted() {
 		s.err = fmt.Sprintf("the workflow did not complete (%v)", env.GetWorkflowError())
@@ -662,6 +673,7 @@ func (lt *lifetime) observe(name string, now time.Time, in, out any, err error) 
 		// A replayed answer carries the message's status now.
 		if so, ok := out.(activities.SendOutput); ok && err == nil {
 			lt.sawStatus(now, so.Result.Status)
+			lt.sawStatus(now, so.Looked) // the Send's own first look
 		}
 	}
 }
@@ -840,6 +852,20 @@ func (w *workflowOut) AwaitWithOptions(ctx workflow.Context, o workflow.AwaitOpt
 	ok, err := w.Next.AwaitWithOptions(ctx, o, func() bool { w.seg.checkCut(); return cond() })
 	w.seg.checkCut()
 	return ok, err
+}
+
+// UpsertTypedSearchAttributes keeps what the run's search attributes
+// hold after each upsert: the check compares them with the outcome, as
+// a person's query in the UI would.
+func (w *workflowOut) UpsertTypedSearchAttributes(ctx workflow.Context, attrs ...temporal.SearchAttributeUpdate) error {
+	err := w.Next.UpsertTypedSearchAttributes(ctx, attrs...)
+	sa := w.Next.GetTypedSearchAttributes(ctx)
+	state, _ := sa.GetKeyword(contract.StateAttribute)
+	prov, _ := sa.GetKeyword(contract.ProviderAttribute)
+	w.seg.mu.Lock()
+	w.seg.search = searchAttributes{state: state, provider: prov}
+	w.seg.mu.Unlock()
+	return err
 }
 
 // cutFuture stops the workflow code when it reads a result after the

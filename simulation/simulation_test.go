@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -18,6 +20,7 @@ var (
 	baseFlag    = flag.Int64("base", 1, "the first seed TestSimulation runs")
 	showFlag    = flag.Bool("timeline", false, "print the timeline of every seed, not only of failing ones")
 	maxFailFlag = flag.Int("max-failures", 5, "stop after this many failing seeds")
+	workersFlag = flag.Int("workers", runtime.GOMAXPROCS(0), "how many seeds TestSimulation runs at once")
 )
 
 // openDefects are seeds that break a promise on main because of a defect
@@ -57,6 +60,13 @@ func judge(t testing.TB, seed int64, open map[int64]string, show bool) (*Lifetim
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
+	return l, report(t, seed, l, open, show)
+}
+
+// report judges a lifetime that ran: it reports whether it broke a
+// promise that is not an open defect.
+func report(t testing.TB, seed int64, l *Lifetime, open map[int64]string, show bool) bool {
+	t.Helper()
 	known, isOpen := open[seed]
 	switch {
 	case l.Failed() && isOpen:
@@ -64,13 +74,13 @@ func judge(t testing.TB, seed int64, open map[int64]string, show bool) (*Lifetim
 	case l.Failed():
 		t.Log("\n" + l.Report())
 		t.Errorf("seed %d broke a promise: replay it with go test ./simulation -run 'TestSimulation$' -seed %d", seed, seed)
-		return l, true
+		return true
 	case isOpen:
 		t.Errorf("seed %d passes now: remove it from testdata/open-defects.txt (%s)", seed, known)
 	case show:
 		t.Log("\n" + l.Report())
 	}
-	return l, false
+	return false
 }
 
 // TestSimulation runs -seeds lifetimes from -base (or the one -seed,
@@ -91,20 +101,59 @@ func TestSimulation(t *testing.T) {
 	}
 	seeds := *seedsFlag
 	started := time.Now()
-	failed, runs := 0, 0
-	for s := *baseFlag; s < *baseFlag+int64(seeds); s++ {
-		l, bad := judge(t, s, open, *showFlag)
-		runs += l.Runs
-		if bad {
-			failed++
-			if failed >= *maxFailFlag {
-				t.Fatalf("stopping after %d failing seeds", failed)
+	// Each lifetime is a world of its own: the seeds run on every core,
+	// each judged as it ends.
+	var (
+		mu           sync.Mutex
+		failed, runs int
+		next         = *baseFlag
+		end          = *baseFlag + int64(seeds)
+		wg           sync.WaitGroup
+	)
+	for range max(1, *workersFlag) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				s := next
+				next++
+				stop := s >= end || failed >= *maxFailFlag
+				mu.Unlock()
+				if stop {
+					return
+				}
+				l, bad := judgeQuietly(t, s, open, *showFlag)
+				mu.Lock()
+				if l != nil {
+					runs += l.Runs
+				}
+				if bad {
+					failed++
+				}
+				mu.Unlock()
 			}
-		}
+		}()
 	}
+	wg.Wait()
 	took := time.Since(started)
-	t.Logf("simulation: %d seeds from %d (%d workflow runs) in %s: %.0f lifetimes a minute, %d failed",
-		seeds, *baseFlag, runs, took.Round(time.Millisecond), float64(seeds)/took.Minutes(), failed)
+	t.Logf("simulation: %d seeds from %d (%d workflow runs) in %s on %d workers: %.0f lifetimes a minute, %d failed",
+		min(seeds, int(next-*baseFlag)), *baseFlag, runs, took.Round(time.Millisecond), *workersFlag, float64(seeds)/took.Minutes(), failed)
+	if failed >= *maxFailFlag {
+		t.Fatalf("stopped after %d failing seeds", failed)
+	}
+}
+
+// judgeQuietly is judge for a goroutine of TestSimulation: a seed that
+// cannot run is an error, not a Fatal (which only the test's own
+// goroutine may call).
+func judgeQuietly(t *testing.T, seed int64, open map[int64]string, show bool) (*Lifetime, bool) {
+	l, err := Run(seed)
+	if err != nil {
+		t.Errorf("seed %d: %v", seed, err)
+		return nil, true
+	}
+	return l, report(t, seed, l, open, show)
 }
 
 // TestSimulationRegressionSeeds runs the seeds that found defects in
