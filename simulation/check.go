@@ -89,6 +89,10 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 			}
 		}
 	}
+	// A blind resend is a possible duplicate, and the run says so.
+	if len(res.BlindResends) > 0 && !res.PossibleDuplicate && !res.DuplicateSend {
+		bad("blind resend(s) %v, and the run does not report a possible duplicate", res.BlindResends)
+	}
 	v = append(v, lt.checkRequests()...)
 	v = append(v, checkSearchAttributes(l)...)
 	// An unknown outcome is a claim that something may have gone out.
@@ -102,11 +106,13 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	}) {
 		bad("the run says Delivered but no message among its %v is delivered at the provider (%s)", res.MessageIDs, describeMessages(ours, res))
 	}
-	// A failover leaves a provider that holds no live message of the
-	// event made before it, unless the run reports the duplicate.
+	// A failover on proof (the run's own, or a search that found no
+	// live message) leaves a provider that holds no live message of the
+	// event made before it: a flag on the run does not excuse a move the
+	// proof should have stopped. A person's forced move is theirs.
 	for _, r := range res.Resends {
 		moved, ok := lt.w.sendKeys[r.Key]
-		if r.Provider == "" || !ok || warned {
+		if r.Provider == "" || !ok || (r.Basis != contract.BasisNoMessage && r.Basis != contract.BasisReconciled) {
 			continue
 		}
 		for _, m := range live {

@@ -435,28 +435,32 @@ func (s *segment) look(l Look) {
 		d.Action = contract.ActionCancel
 	}
 	snd := sent{at: s.env.Now().Sub(s.lt.sc.Start), d: d, update: r.IntN(3) > 0, double: r.IntN(4) == 0}
+	// The copies come first: they meet the run awaiting a decision, as
+	// a copy sent while a person looks would, not one that already took
+	// the person's. lt.sent keeps the order of delivery, which a run
+	// that replaces a cut one gets again.
+	s.copies(l, snd)
 	s.lt.sent = append(s.lt.sent, snd)
 	s.deliver(snd)
-	s.copies(l, snd.at)
 }
 
 // copies is someone who reaches Temporal without the keys: they send a
 // decision copied from the run's history again, or one of another event,
 // as a signal or an update. A run applies neither (check counts the decisions it applied by id). Its own random
 // source leaves every other draw of the scenario as it was.
-func (s *segment) copies(l Look, at time.Duration) {
+func (s *segment) copies(l Look, made sent) {
 	r := rand.New(rand.NewPCG(uint64(s.lt.sc.Seed), uint64(0x200+l.N)))
-	if len(s.lt.sent) > 1 && r.IntN(3) == 0 {
-		c := s.lt.sent[r.IntN(len(s.lt.sent)-1)]
-		c.at, c.update, c.double = at, r.IntN(2) == 0, false
+	if len(s.lt.sent) > 0 && r.IntN(3) == 0 {
+		c := s.lt.sent[r.IntN(len(s.lt.sent))]
+		c.at, c.update, c.double = made.at, r.IntN(2) == 0, false
 		s.lt.tl.add(s.env.Now(), "person", "a copy of decision %s", c.d.ID)
 		s.lt.sent = append(s.lt.sent, c)
 		s.deliver(c)
 	}
 	if r.IntN(6) == 0 {
-		f := s.lt.sent[len(s.lt.sent)-1]
+		f := made
 		f.d.Key, f.d.ID = s.lt.sc.Input.Key+"-other", fmt.Sprintf("%s%d", foreignDecision, l.N)
-		f.at, f.update, f.double = at, r.IntN(2) == 0, false
+		f.at, f.update, f.double = made.at, r.IntN(2) == 0, false
 		s.deliver(f)
 	}
 }

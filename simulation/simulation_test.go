@@ -20,6 +20,7 @@ var (
 	baseFlag    = flag.Int64("base", 1, "the first seed TestSimulation runs")
 	showFlag    = flag.Bool("timeline", false, "print the timeline of every seed, not only of failing ones")
 	maxFailFlag = flag.Int("max-failures", 5, "stop after this many failing seeds")
+	briefFlag   = flag.Bool("brief", false, "for a failing seed, print its first broken promise, not its timeline (the mutation score reads these)")
 	workersFlag = flag.Int("workers", runtime.GOMAXPROCS(0), "how many seeds TestSimulation runs at once")
 )
 
@@ -71,6 +72,9 @@ func report(t testing.TB, seed int64, l *Lifetime, open map[int64]string, show b
 	switch {
 	case l.Failed() && isOpen:
 		t.Logf("seed %d: open defect, still found (%s)", seed, known)
+	case l.Failed() && *briefFlag:
+		t.Errorf("seed %d broke a promise: %s", seed, l.Violations[0])
+		return true
 	case l.Failed():
 		t.Log("\n" + l.Report())
 		t.Errorf("seed %d broke a promise: replay it with go test ./simulation -run 'TestSimulation$' -seed %d", seed, seed)
