@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -72,6 +73,9 @@ type call struct {
 	out     any
 	err     error
 	at      time.Time
+	// took is how long the call took on the world's clock before it
+	// acted (zero unless the scenario is Slow); a replay takes it again.
+	took time.Duration
 }
 
 // sent is a decision the person sent (for a reset or restart to deliver
@@ -109,6 +113,9 @@ type lifetime struct {
 	// is true while the current one does.
 	queue  *rand.Rand
 	queued bool
+	// took draws how long each new activity call takes, in a Slow
+	// scenario.
+	took *rand.Rand
 }
 
 // Run plays the lifetime of one seed and checks the promises.
@@ -121,7 +128,7 @@ func Run(seed int64) (*Lifetime, error) {
 	}
 	defer w.close()
 	lt := &lifetime{w: w, sc: sc, tl: tl, cuts: append([]Cut(nil), sc.Cuts...),
-		queue: rand.New(rand.NewPCG(uint64(seed), 0x9e7e1))}
+		queue: rand.New(rand.NewPCG(uint64(seed), 0x9e7e1)), took: rand.New(rand.NewPCG(uint64(seed), 0x7007))}
 	out := &Lifetime{Scenario: sc, Timeline: tl}
 
 	runID := "run-1"
@@ -225,9 +232,11 @@ type segment struct {
 	env   *testsuite.TestWorkflowEnvironment
 	start time.Time
 
-	mu      sync.Mutex
-	replay  []call
-	calls   []call
+	mu     sync.Mutex
+	replay []call
+	calls  []call
+	// took is how long the call about to act took (duration).
+	took    time.Duration
 	resumes []resume
 	resumed int
 	// resetFrom is, for a run a reset made, the moment of the last
@@ -546,17 +555,64 @@ func (lt *lifetime) takeCut(n int) *Cut {
 // cut stops the segment, and the timeline records what happened.
 func (s *segment) register(env *testsuite.TestWorkflowEnvironment) {
 	a := s.lt.w.acts
-	reg := func(name string, fn any) {
-		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	// Each activity is registered, then mocked by its name with its
+	// wrapped self: the mock waits on the test clock for the call's
+	// duration before the activity acts, as a real activity's work takes
+	// time while the run's signals, updates and timers go on.
+	acts := []struct {
+		name string
+		fn   any
+	}{
+		{"Prepare", wrap(s, "Prepare", a.Prepare)},
+		{"Recall", wrap(s, "Recall", a.Recall)},
+		{"Plan", wrap(s, "Plan", a.Plan)},
+		{"PlanMove", wrap(s, "PlanMove", a.PlanMove)},
+		{"Send", wrap(s, "Send", a.Send)},
+		{"Reconcile", wrap(s, "Reconcile", a.Reconcile)},
+		{"Status", wrap(s, "Status", a.Status)},
+		{"Settle", wrap(s, "Settle", a.Settle)},
 	}
-	reg("Prepare", wrap(s, "Prepare", a.Prepare))
-	reg("Recall", wrap(s, "Recall", a.Recall))
-	reg("Plan", wrap(s, "Plan", a.Plan))
-	reg("PlanMove", wrap(s, "PlanMove", a.PlanMove))
-	reg("Send", wrap(s, "Send", a.Send))
-	reg("Reconcile", wrap(s, "Reconcile", a.Reconcile))
-	reg("Status", wrap(s, "Status", a.Status))
-	reg("Settle", wrap(s, "Settle", a.Settle))
+	for _, x := range acts { // every registration before the first mock
+		env.RegisterActivityWithOptions(x.fn, activity.RegisterOptions{Name: x.name})
+	}
+	for _, x := range acts {
+		env.OnActivity(x.name, mock.Anything, mock.Anything).Return(x.fn).AfterFn(func() time.Duration { return s.duration(x.name) })
+	}
+}
+
+// duration is how long the activity call about to act takes: what it
+// took when the call is replayed, else, in a Slow scenario, a seeded
+// draw: most calls a moment, some seconds, a few most of their
+// start-to-close timeout (the test environment times activities out on
+// the real clock only, so no draw passes it).
+func (s *segment) duration(name string) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := len(s.calls); i < len(s.replay) {
+		s.took = s.replay[i].took
+		return s.took
+	}
+	s.took = 0
+	if !s.lt.sc.Slow {
+		return 0
+	}
+	limit := 25 * time.Second // Status, Settle and the ledger's steps have 30 s
+	switch name {
+	case "Send":
+		limit = s.lt.sc.Policy.AttemptTimeout
+	case "Reconcile":
+		limit = 100 * time.Second // of 2 minutes
+	}
+	r := s.lt.took
+	switch x := r.Float64(); {
+	case x < 0.6:
+		s.took = time.Duration(r.IntN(500)) * time.Millisecond
+	case x < 0.9:
+		s.took = time.Duration(500+r.IntN(4500)) * time.Millisecond
+	default:
+		s.took = time.Duration(r.Int64N(int64(limit)))
+	}
+	return s.took
 }
 
 func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, error)) func(context.Context, I) (O, error) {
@@ -601,7 +657,7 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 				lt.tl.add(now, "temporal", "%s #%d waits in the task queue until its budget ends: no attempt begins", name, lt.fresh)
 			}
 			s.mu.Lock()
-			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: err, at: now})
+			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: err, at: now, took: s.took})
 			s.mu.Unlock()
 			return zero, err
 		}
@@ -626,7 +682,7 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 			lost := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
 			lt.tl.add(now, "temporal", "the worker died after %s's effect: its result is lost and the activity is retried", name)
 			s.mu.Lock()
-			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: lost, at: now})
+			s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, err: lost, at: now, took: s.took})
 			s.mu.Unlock()
 			return zero, lost
 		}
@@ -635,7 +691,7 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 			return zero, cutError()
 		}
 		s.mu.Lock()
-		s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, out: out, err: err, at: now})
+		s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, out: out, err: err, at: now, took: s.took})
 		s.mu.Unlock()
 		return out, err
 	}

@@ -43,6 +43,10 @@ type Scenario struct {
 	// queue until their budget ends (the fleet's rate limit held them, or
 	// no worker polled): no attempt begins, nothing reaches the provider.
 	QueueShare float64
+	// Slow: the activities take time, each call a seeded duration
+	// (simulation.duration), so decisions, deadlines, cancellations and
+	// cuts land while a send, a search or a ledger step is in flight.
+	Slow bool
 
 	// Looks are the moments a person looks at the run and may decide.
 	Looks []Look
@@ -194,6 +198,7 @@ func NewScenario(seed int64) *Scenario {
 	if q.IntN(5) == 0 {
 		sc.QueueShare = []float64{0.3, 0.7, 1}[q.IntN(3)]
 	}
+	sc.Slow = rand.New(rand.NewPCG(uint64(seed), 0x5107)).IntN(2) == 0
 	return sc
 }
 
@@ -252,6 +257,9 @@ func (sc *Scenario) String() string {
 	}
 	if sc.QueueShare > 0 {
 		fmt.Fprintf(&b, "; %.0f%% of sends wait in the task queue until their budget ends", sc.QueueShare*100)
+	}
+	if sc.Slow {
+		b.WriteString("; activities take time")
 	}
 	fmt.Fprintf(&b, "\n  delivery: %.0f%% failed, %.0f%% undelivered, after %s\n", sc.FailRate*100, sc.UndeliveredRate*100, sc.DeliveryDelay)
 	for _, l := range sc.Looks {
