@@ -12,6 +12,7 @@ import (
 
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/provider"
 )
 
 // check weighs the lifetime against the promises (docs/testing.md,
@@ -106,6 +107,14 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	}) {
 		bad("the run says Delivered but no message among its %v is delivered at the provider (%s)", res.MessageIDs, describeMessages(ours, res))
 	}
+	// Delivered is what a provider's answer said, never the run's guess;
+	// and every status the providers give is one the clients read.
+	if !l.Open && res.State == contract.Delivered && lt.deliveredSeen.IsZero() {
+		bad("the run says Delivered, but no answer of the providers said delivered")
+	}
+	if res.DeliveryStatus == string(provider.StatusUnknown) {
+		bad("the run reports delivery status %q: the providers only give statuses the clients know", res.DeliveryStatus)
+	}
 	// A failover on proof (the run's own, or a search that found no
 	// live message) leaves a provider that holds no live message of the
 	// event made before it: a flag on the run does not excuse a move the
@@ -166,6 +175,20 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 		}
 	}
 
+	// A cancel acknowledged is the end of sending: "nothing more is
+	// sent" (docs/decisions.md). No send under a new key reaches a
+	// provider after it.
+	for _, a := range acks {
+		if a.d.Action != contract.ActionCancel {
+			continue
+		}
+		acked := sc.Start.Add(a.at)
+		for k, first := range lt.w.sendKeys {
+			if first.After(acked) {
+				bad("a send under the new key %s reached the provider at %s, after the cancel by %s was acknowledged at %s", k, at(sc, first), a.d.By, at(sc, acked))
+			}
+		}
+	}
 	// No decision acknowledged and then not carried out.
 	if !l.Open {
 		for i, a := range acks {
@@ -286,6 +309,16 @@ func (lt *lifetime) failedBefore(t time.Time) bool {
 	return !lt.failedSeen.IsZero() && !lt.failedSeen.After(t)
 }
 
+// searchedSince reports whether a search began at t or after it.
+func (lt *lifetime) searchedSince(t time.Time) bool {
+	for _, s := range lt.searches {
+		if !s.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
 func (lt *lifetime) searchedBefore(t time.Time) bool {
 	for _, r := range lt.reconciled {
 		if !r.After(t) {
@@ -301,8 +334,13 @@ func (lt *lifetime) searchedBefore(t time.Time) bool {
 // the event that is alive, or the result names it; a cancel ended the
 // run Cancelled, or a live message overtook it, or the result names it.
 func (lt *lifetime) carriedOut(a ack, later []ack, res contract.Result, notes []contract.Entry) bool {
-	if len(later) > 0 || strings.Contains(res.Reason, a.d.By) {
+	if len(later) > 0 {
 		return true
+	}
+	if strings.Contains(res.Reason, a.d.By) {
+		// A resend the result says was never carried out must have been
+		// tried: a search after it was acknowledged.
+		return !strings.Contains(res.Reason, "never carried out") || lt.searchedSince(lt.sc.Start.Add(a.at))
 	}
 	if a.d.Action == contract.ActionResend {
 		for _, n := range notes {

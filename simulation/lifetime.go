@@ -105,8 +105,12 @@ type lifetime struct {
 	viol []string
 	// reconciled are the times a Reconcile activity succeeded.
 	reconciled []time.Time
-	// failedSeen is when a lookup first saw a message of the event failed.
-	failedSeen time.Time
+	// failedSeen is when a lookup first saw a message of the event failed;
+	// deliveredSeen when one first saw one delivered.
+	failedSeen, deliveredSeen time.Time
+	// searches are the times a Reconcile call began to search, whatever
+	// it found.
+	searches []time.Time
 	// cancelIn is the run the Temporal cancellation request reached.
 	cancelIn string
 	// queue decides which Send activities wait in the task queue; queued
@@ -423,6 +427,20 @@ func (s *segment) look(l Look) {
 	if st.State != contract.AwaitingDecision && !l.Eager {
 		return
 	}
+	// Aimed at the deadline's edge: one person in four puts the
+	// decision off until the last minutes before the run's decision
+	// deadline, when a retried search may be running. The decision is
+	// the one they would have made now (its own generator).
+	if p := rand.New(rand.NewPCG(uint64(s.lt.sc.Seed), uint64(0x400+l.N))); st.State == contract.AwaitingDecision && !l.late && !st.DecisionDeadline.IsZero() && p.IntN(4) == 0 {
+		later := l
+		later.late, later.Eager = true, false
+		wait := st.DecisionDeadline.Sub(s.env.Now()) - time.Duration(p.Int64N(int64(40*time.Minute)))
+		if wait > 0 {
+			s.lt.tl.add(s.env.Now(), "person", "look %d: the decision is put off until %s before the deadline", l.N, st.DecisionDeadline.Sub(s.env.Now().Add(wait)).Round(time.Second))
+			s.env.RegisterDelayedCallback(func() { s.look(later) }, wait)
+			return
+		}
+	}
 	r := rand.New(rand.NewPCG(uint64(s.lt.sc.Seed), uint64(0x100+l.N)))
 	d := contract.Decision{By: fmt.Sprintf("person-%d", l.N), Reason: fmt.Sprintf("look %d", l.N), Key: s.lt.sc.Input.Key, ID: fmt.Sprintf("look-%d", l.N)}
 	x := r.Float64()
@@ -451,6 +469,34 @@ func (s *segment) look(l Look) {
 	s.copies(l, snd)
 	s.lt.sent = append(s.lt.sent, snd)
 	s.deliver(snd)
+	s.colleague(l)
+}
+
+// colleague is someone who decides too, a moment after the person:
+// their decision meets the run while it applies the person's (it reads
+// the ledger, searches, sends), which it must refuse, never take later
+// in a state its author did not see.
+func (s *segment) colleague(l Look) {
+	r := rand.New(rand.NewPCG(uint64(s.lt.sc.Seed), uint64(0x500+l.N)))
+	if r.IntN(3) != 0 {
+		return
+	}
+	d := contract.Decision{By: fmt.Sprintf("colleague-%d", l.N), Reason: fmt.Sprintf("after look %d", l.N), Key: s.lt.sc.Input.Key, ID: fmt.Sprintf("colleague-%d", l.N), Action: contract.ActionCancel}
+	if r.IntN(2) == 0 {
+		d.Action = contract.ActionResend
+	}
+	update := r.IntN(4) > 0
+	// Most often within a second or two, while the run still reads the
+	// ledger or searches; else within the minute.
+	after := time.Duration(100+r.IntN(2_000)) * time.Millisecond
+	if r.IntN(2) == 0 {
+		after = time.Duration(100+r.IntN(60_000)) * time.Millisecond
+	}
+	s.env.RegisterDelayedCallback(func() {
+		snd := sent{at: s.env.Now().Sub(s.lt.sc.Start), d: d, update: update}
+		s.lt.sent = append(s.lt.sent, snd)
+		s.deliver(snd)
+	}, after)
 }
 
 // copies is someone who reaches Temporal without the keys: they send a
@@ -491,6 +537,9 @@ func (s *segment) deliver(d sent) {
 			continue
 		}
 		id := fmt.Sprintf("%s-%s-%d-%d", d.d.By, d.d.ID, d.at, i)
+		// What the person saw as they clicked: a run that is not awaiting
+		// a decision refuses one (docs/decisions.md).
+		before, seen := s.query()
 		s.env.UpdateWorkflow(contract.UpdateDecide, id, &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
 			OnReject: func(err error) {
@@ -503,6 +552,10 @@ func (s *segment) deliver(d sent) {
 				}
 				s.lt.tl.add(s.env.Now(), "person", "update %s acknowledged", what)
 				s.acks = append(s.acks, ack{at: s.env.Now().Sub(s.lt.sc.Start), d: d.d})
+				if seen && before.State != contract.AwaitingDecision {
+					s.lt.viol = append(s.lt.viol, fmt.Sprintf("the %s was acknowledged at %s though the run was %s, not awaiting a decision, when it came",
+						what, at(s.lt.sc, s.env.Now()), before.State))
+				}
 			},
 		}, d.d)
 	}
@@ -716,6 +769,7 @@ func cutError() error {
 func (lt *lifetime) observe(name string, now time.Time, in, out any, err error) {
 	switch name {
 	case "Reconcile":
+		lt.searches = append(lt.searches, now)
 		if err != nil {
 			return
 		}
@@ -742,6 +796,9 @@ func (lt *lifetime) observe(name string, now time.Time, in, out any, err error) 
 func (lt *lifetime) sawStatus(now time.Time, s provider.Status) {
 	if s.Failed() && lt.failedSeen.IsZero() {
 		lt.failedSeen = now
+	}
+	if s == provider.StatusDelivered && lt.deliveredSeen.IsZero() {
+		lt.deliveredSeen = now
 	}
 }
 

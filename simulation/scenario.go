@@ -47,6 +47,9 @@ type Scenario struct {
 	// (simulation.duration), so decisions, deadlines, cancellations and
 	// cuts land while a send, a search or a ledger step is in flight.
 	Slow bool
+	// StallShare is the share of new messages whose delivery stalls for
+	// 20 to 30 hours, past the run's 24-hour tracking limit.
+	StallShare float64
 
 	// Looks are the moments a person looks at the run and may decide.
 	Looks []Look
@@ -76,6 +79,9 @@ type Look struct {
 	N     int
 	At    time.Duration
 	Eager bool
+	// late: the person put the decision off until close to the run's
+	// decision deadline (segment.look), and decides now.
+	late bool
 }
 
 // Cut is a Temporal operation at the Call-th activity call the world
@@ -199,6 +205,9 @@ func NewScenario(seed int64) *Scenario {
 		sc.QueueShare = []float64{0.3, 0.7, 1}[q.IntN(3)]
 	}
 	sc.Slow = rand.New(rand.NewPCG(uint64(seed), 0x5107)).IntN(2) == 0
+	if rand.New(rand.NewPCG(uint64(seed), 0x57a11)).IntN(4) == 0 {
+		sc.StallShare = 0.3
+	}
 	return sc
 }
 
@@ -260,6 +269,9 @@ func (sc *Scenario) String() string {
 	}
 	if sc.Slow {
 		b.WriteString("; activities take time")
+	}
+	if sc.StallShare > 0 {
+		fmt.Fprintf(&b, "; %.0f%% of new messages stall 20-30h before their final status", sc.StallShare*100)
 	}
 	fmt.Fprintf(&b, "\n  delivery: %.0f%% failed, %.0f%% undelivered, after %s\n", sc.FailRate*100, sc.UndeliveredRate*100, sc.DeliveryDelay)
 	for _, l := range sc.Looks {

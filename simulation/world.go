@@ -79,7 +79,7 @@ const (
 
 func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
 	w := &world{sc: sc, clock: &clock{now: func() time.Time { return sc.Start }}, tl: tl, sendKeys: map[string]time.Time{}}
-	w.tr = &transport{w: w, rng: rand.New(rand.NewPCG(uint64(sc.Seed), 0xfa17)), asleep: make(chan *sleeper)}
+	w.tr = &transport{w: w, rng: rand.New(rand.NewPCG(uint64(sc.Seed), 0xfa17)), stall: rand.New(rand.NewPCG(uint64(sc.Seed), 0x57a12)), asleep: make(chan *sleeper)}
 	ids := rand.New(rand.NewPCG(uint64(sc.Seed), 0x1d5))
 	sim, err := simulator.New(simulator.Config{
 		BirdAccessKey: birdKey, SendyToken: sendyToken,
@@ -164,6 +164,9 @@ type transport struct {
 	w       *world
 	handler http.Handler
 	rng     *rand.Rand
+	// stall draws which sends without a fault make a message whose
+	// delivery stalls (Scenario.StallShare), apart from rng's draws.
+	stall *rand.Rand
 
 	mu       sync.Mutex
 	asleep   chan *sleeper
@@ -258,6 +261,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if f, d := sc.sendFault(t.rng, prov); f != "" {
 			_ = t.w.sim.AddFault(simulator.Fault{Kind: f, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(d)})
+		} else if sc.StallShare > 0 && t.stall.Float64() < sc.StallShare {
+			d := 20*time.Hour + time.Duration(t.stall.Int64N(int64(10*time.Hour)))
+			_ = t.w.sim.AddFault(simulator.Fault{Kind: simulator.SlowDelivery, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(d)})
 		}
 	} else if t.rng.Float64() < sc.readFaultAt(now) {
 		t.w.tl.add(now, "provider", "%s: %s fails (no answer)", prov, what)
