@@ -100,17 +100,18 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	if lt.w.tr.sends == 0 && (res.OutcomeUnknown || (l.Open && strings.Contains(res.Reason, "unknown"))) {
 		bad("the run says its outcome is unknown, but no send request ever reached a provider (%s)", res.Reason)
 	}
-	// Delivered means the provider said delivered, of a message the run
-	// names.
-	if !l.Open && res.State == contract.Delivered && !slices.ContainsFunc(ours, func(m simulator.Message) bool {
-		return m.Status == "delivered" && slices.Contains(res.MessageIDs, m.ID)
-	}) {
-		bad("the run says Delivered but no message among its %v is delivered at the provider (%s)", res.MessageIDs, describeMessages(ours, res))
-	}
-	// Delivered is what a provider's answer said, never the run's guess;
-	// and every status the providers give is one the clients read.
-	if !l.Open && res.State == contract.Delivered && lt.deliveredSeen.IsZero() {
-		bad("the run says Delivered, but no answer of the providers said delivered")
+	// Delivered is what a provider's answer said, never the run's guess,
+	// of a message the run names that the provider holds delivered; and
+	// every status the providers give is one the clients read.
+	if !l.Open && res.State == contract.Delivered {
+		if !slices.ContainsFunc(ours, func(m simulator.Message) bool {
+			return m.Status == "delivered" && slices.Contains(res.MessageIDs, m.ID)
+		}) {
+			bad("the run says Delivered but no message among its %v is delivered at the provider (%s)", res.MessageIDs, describeMessages(ours, res))
+		}
+		if lt.deliveredSeen.IsZero() {
+			bad("the run says Delivered, but no answer of the providers said delivered")
+		}
 	}
 	if res.DeliveryStatus == string(provider.StatusUnknown) {
 		bad("the run reports delivery status %q: the providers only give statuses the clients know", res.DeliveryStatus)

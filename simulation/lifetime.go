@@ -108,8 +108,8 @@ type lifetime struct {
 	// failedSeen is when a lookup first saw a message of the event failed;
 	// deliveredSeen when one first saw one delivered.
 	failedSeen, deliveredSeen time.Time
-	// searches are the times a Reconcile call began to search, whatever
-	// it found.
+	// searches are the times a Reconcile call searched, whatever it
+	// found (reconciled keeps those that succeeded).
 	searches []time.Time
 	// cancelIn is the run the Temporal cancellation request reached.
 	cancelIn string

@@ -55,11 +55,14 @@ func openDefects(t testing.TB) map[int64]string {
 
 // judge runs one seed and reports it: a broken promise fails the test
 // unless the seed is an open defect; an open defect that passes fails it.
+// A seed that cannot run is an error, not a Fatal, so TestSimulation's
+// goroutines may call it (only the test's own goroutine may call Fatal).
 func judge(t testing.TB, seed int64, open map[int64]string, show bool) (*Lifetime, bool) {
 	t.Helper()
 	l, err := Run(seed)
 	if err != nil {
-		t.Fatalf("seed %d: %v", seed, err)
+		t.Errorf("seed %d: %v", seed, err)
+		return nil, true
 	}
 	return l, report(t, seed, l, open, show)
 }
@@ -108,11 +111,11 @@ func TestSimulation(t *testing.T) {
 	// Each lifetime is a world of its own: the seeds run on every core,
 	// each judged as it ends.
 	var (
-		mu           sync.Mutex
-		failed, runs int
-		next         = *baseFlag
-		end          = *baseFlag + int64(seeds)
-		wg           sync.WaitGroup
+		mu                   sync.Mutex
+		judged, failed, runs int
+		next                 = *baseFlag
+		end                  = *baseFlag + int64(seeds)
+		wg                   sync.WaitGroup
 	)
 	for range max(1, *workersFlag) {
 		wg.Add(1)
@@ -127,8 +130,9 @@ func TestSimulation(t *testing.T) {
 				if stop {
 					return
 				}
-				l, bad := judgeQuietly(t, s, open, *showFlag)
+				l, bad := judge(t, s, open, *showFlag)
 				mu.Lock()
+				judged++
 				if l != nil {
 					runs += l.Runs
 				}
@@ -142,22 +146,10 @@ func TestSimulation(t *testing.T) {
 	wg.Wait()
 	took := time.Since(started)
 	t.Logf("simulation: %d seeds from %d (%d workflow runs) in %s on %d workers: %.0f lifetimes a minute, %d failed",
-		min(seeds, int(next-*baseFlag)), *baseFlag, runs, took.Round(time.Millisecond), *workersFlag, float64(seeds)/took.Minutes(), failed)
+		judged, *baseFlag, runs, took.Round(time.Millisecond), *workersFlag, float64(judged)/took.Minutes(), failed)
 	if failed >= *maxFailFlag {
 		t.Fatalf("stopped after %d failing seeds", failed)
 	}
-}
-
-// judgeQuietly is judge for a goroutine of TestSimulation: a seed that
-// cannot run is an error, not a Fatal (which only the test's own
-// goroutine may call).
-func judgeQuietly(t *testing.T, seed int64, open map[int64]string, show bool) (*Lifetime, bool) {
-	l, err := Run(seed)
-	if err != nil {
-		t.Errorf("seed %d: %v", seed, err)
-		return nil, true
-	}
-	return l, report(t, seed, l, open, show)
 }
 
 // TestSimulationRegressionSeeds runs the seeds that found defects in

@@ -82,7 +82,7 @@ func line(o Outcome) string {
 	case o.Crashed != "":
 		return fmt.Sprintf("%-44s killed      the simulation did not finish (%s) [%s]", o.Mutant.Name, o.Crashed, took)
 	case o.Killed:
-		return fmt.Sprintf("%-44s killed      %d seed(s), first %d: %s [%s]", o.Mutant.Name, len(o.Seeds), o.Seeds[0], clip(o.First, 160), took)
+		return fmt.Sprintf("%-44s killed      %d seed(s), lowest %d; seed %d: %s [%s]", o.Mutant.Name, len(o.Seeds), o.Seeds[0], o.FirstSeed, clip(o.First, 160), took)
 	}
 	return fmt.Sprintf("%-44s SURVIVED    (%s) [%s]", o.Mutant.Name, o.Mutant.Breaks, took)
 }

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -156,10 +157,12 @@ type Outcome struct {
 	// (Crashed says how it ended).
 	Killed  bool
 	Crashed string
-	// Seeds are the seeds that broke a promise; First is the promise the
-	// first of them broke.
-	Seeds []int64
-	First string
+	// Seeds are the seeds that broke a promise, in order. First is the
+	// promise broken in the first line go test printed, by FirstSeed: the
+	// seeds run on several cores, so that is not always the lowest seed.
+	Seeds     []int64
+	First     string
+	FirstSeed int64
 	// Err is set when the mutant could not be judged: it does not apply
 	// or does not build. It is a fault of the catalogue, not a score.
 	Err  error
@@ -168,7 +171,7 @@ type Outcome struct {
 
 var (
 	brokeLine   = regexp.MustCompile(`seed (\d+) broke a promise: (.*)`)
-	summaryLine = regexp.MustCompile(`simulation: \d+ seeds from -?\d+ .* (\d+) failed`)
+	summaryLine = regexp.MustCompile(`simulation: \d+ seeds from -?\d+ .* \d+ failed`)
 )
 
 // Judge plants m and runs the simulation's seeds on it.
@@ -201,12 +204,12 @@ func read(out *Outcome, text []byte, runErr error) {
 	}
 	for _, m := range brokeLine.FindAllStringSubmatch(s, -1) {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
-		out.Seeds = append(out.Seeds, n)
 		if out.First == "" {
-			out.First = m[2]
+			out.First, out.FirstSeed = m[2], n
 		}
+		out.Seeds = append(out.Seeds, n)
 	}
-	sort.Slice(out.Seeds, func(i, j int) bool { return out.Seeds[i] < out.Seeds[j] })
+	slices.Sort(out.Seeds)
 	out.Killed = len(out.Seeds) > 0
 	if summaryLine.MatchString(s) {
 		return
