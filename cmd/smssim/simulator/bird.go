@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -231,6 +232,10 @@ func (s *Server) birdGet(w http.ResponseWriter, r *http.Request) {
 		v = s.viewLocked(m, s.nowLocked())
 	}
 	s.mu.Unlock()
+	if ok && s.readFails(Bird, v.Key) {
+		s.birdReadDown(w, rec)
+		return
+	}
 	if !ok {
 		writeJSON(w, http.StatusNotFound, birdError{Code: "E00404", Name: "NotFound", Message: "message not found"})
 		s.finish(rec, http.StatusNotFound, false, "", "")
@@ -307,13 +312,25 @@ func (s *Server) birdList(w http.ResponseWriter, r *http.Request) {
 		Results       []birdMessage `json:"results"`
 		NextPageToken string        `json:"nextPageToken,omitempty"`
 	}{Results: []birdMessage{}}
+	var keys []string
 	for i := offset; i < len(match) && i < offset+limit; i++ {
 		page.Results = append(page.Results, birdView(s.viewLocked(match[i], now)))
+		keys = append(keys, match[i].Key)
 	}
 	if offset+limit < len(match) {
 		page.NextPageToken = "p" + strconv.Itoa(offset+limit)
 	}
 	s.mu.Unlock()
+	if slices.ContainsFunc(keys, func(k string) bool { return s.readFails(Bird, k) }) {
+		s.birdReadDown(w, rec)
+		return
+	}
 	writeJSON(w, http.StatusOK, page)
 	s.finish(rec, http.StatusOK, false, "", "")
+}
+
+// birdReadDown answers a read that a LookupsDown fault fails.
+func (s *Server) birdReadDown(w http.ResponseWriter, rec *Request) {
+	writeJSON(w, http.StatusServiceUnavailable, birdError{Code: "E00503", Name: "ServiceUnavailable", Message: "the service is unavailable; try again later"})
+	s.finish(rec, http.StatusServiceUnavailable, false, LookupsDown, "")
 }

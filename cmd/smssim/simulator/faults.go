@@ -3,6 +3,7 @@ package simulator
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -43,10 +44,15 @@ const (
 	// SlowDelivery: the send succeeds, and the message reaches its final
 	// status after Delay instead of the simulator's delivery delay.
 	SlowDelivery Kind = "slow_delivery"
+	// LookupsDown: a read of the key's messages answers 503 and nothing
+	// is read: a lookup of a message under Key, and a page of Bird's list
+	// that holds one. Sends are not touched. As an outage of the
+	// provider's read API, where a search cannot tell what was sent.
+	LookupsDown Kind = "lookups_down"
 )
 
 // Kinds lists every fault kind.
-var Kinds = []Kind{DropAfterCommit, Unstored, Hang, LockExpiry, Error5xx, Unavailable, RateLimit, InProgress, FailDelivery, Undeliver, Unauthorized, SlowDelivery}
+var Kinds = []Kind{DropAfterCommit, Unstored, Hang, LockExpiry, Error5xx, Unavailable, RateLimit, InProgress, FailDelivery, Undeliver, Unauthorized, SlowDelivery, LookupsDown}
 
 // birdOnly and sendyOnly name faults that only one contract defines.
 var (
@@ -180,13 +186,34 @@ func (s *Server) ClearFaults() {
 	s.faults = nil
 }
 
+// ClearFaultsFor removes the rules limited to key, and no other.
+func (s *Server) ClearFaultsFor(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = slices.DeleteFunc(s.faults, func(r *rule) bool { return r.Key == key })
+}
+
 // pickFault returns the fault to inject into a send request, if any, and
 // uses up one request of a Count rule.
 func (s *Server) pickFault(provider, key string) (Kind, time.Duration) {
+	return s.pick(provider, key, false)
+}
+
+// readFails reports whether a read of a message under key at provider
+// fails (a LookupsDown rule matches, and takes its turn).
+func (s *Server) readFails(provider, key string) bool {
+	k, _ := s.pick(provider, key, true)
+	return k == LookupsDown
+}
+
+// pick returns the first rule's fault for a request under key at
+// provider: among the LookupsDown rules for a read, among the others for
+// a send.
+func (s *Server) pick(provider, key string, read bool) (Kind, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, r := range s.faults {
-		if (r.Provider != "" && r.Provider != provider) || (r.Key != "" && r.Key != key) {
+		if (r.Provider != "" && r.Provider != provider) || (r.Key != "" && r.Key != key) || (r.Kind == LookupsDown) != read {
 			continue
 		}
 		if r.Rate > 0 {

@@ -227,6 +227,11 @@ func (s *Server) sendyGet(w http.ResponseWriter, r *http.Request) {
 		ok = false
 	}
 	s.mu.Unlock()
+	if ok && s.readFails(Sendy, v.Key) {
+		writeJSON(w, http.StatusServiceUnavailable, sendyError("SERVICE_UNAVAILABLE", "service unavailable; try again later"))
+		s.finish(rec, http.StatusServiceUnavailable, false, LookupsDown, "")
+		return
+	}
 	if !ok {
 		writeJSON(w, http.StatusNotFound, sendyError("NOT_FOUND", "message not found"))
 		s.finish(rec, http.StatusNotFound, false, "", "")

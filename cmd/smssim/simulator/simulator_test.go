@@ -451,3 +451,37 @@ func TestFaultSlowDelivery(t *testing.T) {
 	require.Equal(t, "delivered", status("bird-slow"))
 	require.Equal(t, "delivered", status("sendy-slow"))
 }
+
+// LookupsDown fails the reads of its key's messages (a lookup, and a page
+// of Bird's list that holds one) with a 503, leaves other keys' reads and
+// every send alone, and ends when its rule is cleared.
+func TestFaultLookupsDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fault(t, Fault{Kind: LookupsDown, Key: "down", Rate: 1})
+	sent := b.bird("down")
+	require.Equal(t, http.StatusAccepted, sent.status, "sends are not touched")
+	require.Equal(t, http.StatusAccepted, b.bird("up").status)
+	down := b.sim.Messages(Filter{Key: "down"})[0].ID
+	up := b.sim.Messages(Filter{Key: "up"})[0].ID
+
+	got := b.do("GET", birdPath+"/"+down, "", "", time.Second)
+	require.Equal(t, http.StatusServiceUnavailable, got.status)
+	require.Equal(t, "E00503", birdCode(got))
+	require.Equal(t, http.StatusOK, b.do("GET", birdPath+"/"+up, "", "", time.Second).status, "another key's message reads")
+	require.Equal(t, http.StatusServiceUnavailable, b.do("GET", birdPath+"?limit=100", "", "", time.Second).status, "the page holds the key's message")
+	require.Equal(t, http.StatusNotFound, b.do("GET", birdPath+"/no-such-id", "", "", time.Second).status, "an unknown id is still not found")
+
+	require.Equal(t, http.StatusAccepted, b.do("POST", sendyPath, "down", sendyBody, time.Second).status)
+	sendyDown := b.sim.Messages(Filter{Provider: Sendy, Key: "down"})[0].ID
+	got = b.do("GET", sendyPath+"/"+sendyDown, "", "", time.Second)
+	require.Equal(t, http.StatusServiceUnavailable, got.status)
+	require.Equal(t, "SERVICE_UNAVAILABLE", sendyCode(got))
+
+	b.fault(t, Fault{Kind: LookupsDown, Key: "up", Rate: 1})
+	b.sim.ClearFaultsFor("down")
+	require.Equal(t, http.StatusOK, b.do("GET", birdPath+"/"+down, "", "", time.Second).status, "the key's rule cleared, its message reads")
+	require.Equal(t, http.StatusServiceUnavailable, b.do("GET", birdPath+"/"+up, "", "", time.Second).status, "another key's rule stays")
+	b.sim.ClearFaultsFor("up")
+	require.Equal(t, http.StatusOK, b.do("GET", birdPath+"?limit=100", "", "", time.Second).status)
+}
