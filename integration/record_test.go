@@ -149,6 +149,14 @@ func TestRecordHistories(t *testing.T) {
 			_, _ = resultWithin(t, stack.Client.GetWorkflow(ctx, in.Key, newRun), 2*time.Minute)
 			return in.Key
 		}},
+		// SendSMS version 1 (versionLedgerAnswer): a reset run whose
+		// search fails follows the message the ledger says the provider
+		// accepted. Only a run that meets the branch records the marker.
+		{"v1-reset-searches-down-follows-the-ledgers-answer.json", func(t *testing.T) string {
+			in, newRun := resetThenLookupsDown(t)
+			_, _ = resultWithin(t, stack.Client.GetWorkflow(ctx, in.Key, newRun), 2*time.Minute)
+			return in.Key
+		}},
 	} {
 		t.Run(rec.name, func(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, rec.name)); err == nil {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,11 +249,11 @@ func TestA401AfterAnUnknownSendyAttemptIsNotFailed(t *testing.T) {
 	require.Contains(t, e.Reason, "may have gone out")
 }
 
-// resetThen401 starts an event, lets its first run be accepted, then,
-// before that run settles, rotates the credential away (every later
-// request of the key is refused with 401) and resets the run to its
-// first workflow task. It returns the input and the new run's id.
-func resetThen401(t *testing.T) (contract.Input, string) {
+// resetAccepted starts a Bird event, lets its first run be accepted,
+// then, before that run settles, adds the faults (each limited to the
+// event's key) and resets the run to its first workflow task. It returns
+// the input and the new run's id.
+func resetAccepted(t *testing.T, faults ...simulator.Fault) (contract.Input, string) {
 	t.Helper()
 	in := input(provider.Bird, newKey("shipped"))
 	// Delivered late: the Send's first look finds it not delivered yet,
@@ -262,8 +263,52 @@ func resetThen401(t *testing.T) (contract.Input, string) {
 	require.NoError(t, err)
 	events := historyWith(t, in.Key, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 20*time.Second)
 	require.Len(t, messages(provider.Bird, in.Key), 1)
-	fault(t, simulator.Fault{Kind: simulator.Unauthorized, Provider: "bird", Key: in.Key, Rate: 1})
+	for _, f := range faults {
+		f.Provider, f.Key = "bird", in.Key
+		fault(t, f)
+	}
 	return in, reset(t, in.Key, firstTaskCompleted(t, events, nil))
+}
+
+// resetThen401 resets an accepted run with the credential rotated away:
+// every later request of the key is refused with 401.
+func resetThen401(t *testing.T) (contract.Input, string) {
+	t.Helper()
+	return resetAccepted(t, simulator.Fault{Kind: simulator.Unauthorized, Rate: 1})
+}
+
+// resetThenLookupsDown resets an accepted run with every send of its key
+// answered 503 until the key's window closes and every read of its
+// messages failing: the new run's search before any resend fails. Once
+// the new run follows the message the ledger holds, reads work again.
+func resetThenLookupsDown(t *testing.T) (contract.Input, string) {
+	t.Helper()
+	in, newRun := resetAccepted(t, simulator.Fault{Kind: simulator.Unavailable, Rate: 1}, simulator.Fault{Kind: simulator.LookupsDown, Rate: 1})
+	require.Eventually(t, func() bool {
+		s, err := queryState(context.Background(), stack.Client, in.Key)
+		return err == nil && strings.Contains(timelineText(s), "the ledger holds bird's accepted answer")
+	}, time.Minute, 100*time.Millisecond, "the new run did not follow the message the ledger holds")
+	sim().ClearFaultsFor(in.Key)
+	return in, newRun
+}
+
+// The run a reset made cannot send (503 until its key's window closes)
+// nor search (every read fails) where the run it replaced was accepted.
+// The ledger holds Bird's accepted answer: the run follows that message
+// instead of awaiting a decision with the outcome unknown, and is
+// delivered once reads work again (the simulation's seed 8121, where a
+// cancellation then ended the run Cancelled; fixed in SendSMS version 1).
+func TestAResetRunWhoseSearchFailsFollowsTheMessageTheLedgerHolds(t *testing.T) {
+	t.Parallel()
+	in, newRun := resetThenLookupsDown(t)
+	res, err := resultWithin(t, stack.Client.GetWorkflow(context.Background(), in.Key, newRun), 2*time.Minute)
+	require.NoError(t, err, res.Reason)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.False(t, res.OutcomeUnknown, res.Reason)
+	old := messages(provider.Bird, in.Key)
+	require.Len(t, old, 1, "one message, and no second send")
+	require.Equal(t, []string{old[0].ID}, res.MessageIDs)
+	require.Equal(t, "Delivered", settledAs(t, in.Key))
 }
 
 // A run that a reset made is refused (401) where the run it replaced was

@@ -402,6 +402,13 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 		}
 	}
 	out, err := r.lookup(r.provKeys())
+	if err != nil {
+		r.look.failed()
+		if r.followLedgerAnswer(err) {
+			r.note(contract.KindResendHeld, "resend not needed: the provider accepted a message of this event under its key; following it instead")
+			return basis, "", contract.Accepted, true
+		}
+	}
 	switch {
 	case err == nil:
 		r.note(contract.KindSearched, "reconciled before the resend: %s", out.How)
@@ -422,10 +429,8 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 			blind = fmt.Sprintf("%s's records cannot be searched for this event", r.st.Provider)
 		}
 	case d.Force:
-		r.look.failed()
 		blind = "the search of " + r.st.Provider + "'s records failed (" + errorMessage(err) + ")"
 	default:
-		r.look.failed()
 		// Acknowledged, so kept: carried out once a search succeeds,
 		// before the deadline of the wait it was taken in (for a resend
 		// that waited already and is being carried out, that wait's

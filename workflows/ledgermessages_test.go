@@ -5,12 +5,15 @@ package workflows
 // list or report a message the ledger holds, another run's included.
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/acme/smsorch/activities"
 	"github.com/acme/smsorch/contract"
@@ -28,13 +31,10 @@ func (h *harness) resumed() {
 	}, nil).Once()
 }
 
-// Simulation seeds 2245 (Bird) and 2777 (Sendy): the run a reset replaced
-// was accepted as m-old; the new run's attempt of the same key is refused
-// (401, a credential rotated). The new run does not end Failed: the
-// ledger holds m-old, so the run searches, finds it alive and follows it.
-func TestARefusalWhileTheLedgerHoldsAMessageFollowsIt(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
+// resumedThenRefused is a reset run (resumed) whose attempts of the
+// event key are refused with 401 (a credential rotated), while the
+// ledger holds the replaced run's attempt and its message m-old.
+func (h *harness) resumedThenRefused() {
 	h.resumed()
 	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
 		return activities.SendOutput{}, failAttempt(provider.Rejected, attempt, func(r *provider.Result) { r.Reason = "bird: 401 unauthorized" })
@@ -44,6 +44,16 @@ func TestARefusalWhileTheLedgerHoldsAMessageFollowsIt(t *testing.T) {
 			SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
 			Messages: []activities.SentMessage{{Key: key, ID: "m-old"}}}
 	}
+}
+
+// Simulation seeds 2245 (Bird) and 2777 (Sendy): the run a reset replaced
+// was accepted as m-old; the new run's attempt of the same key is refused
+// (401, a credential rotated). The new run does not end Failed: the
+// ledger holds m-old, so the run searches, finds it alive and follows it.
+func TestARefusalWhileTheLedgerHoldsAMessageFollowsIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.resumedThenRefused()
 	calls := h.reconcileWith(func(_ time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
 		return activities.ReconcileOutput{Searched: true, ByKey: true, Messages: []provider.Message{{ID: "m-old", Reference: key, Status: provider.StatusSent}}}, nil
 	})
@@ -294,4 +304,329 @@ func TestManyUnresolvedAttemptsAreAPossibleDuplicate(t *testing.T) {
 	require.True(t, res.OutcomeUnknown)
 	require.True(t, res.PossibleDuplicate, res.Reason)
 	require.Contains(t, h.settled.Findings, ledger.FindingPossibleDuplicate)
+}
+
+// Simulation seed 8121: the run a reset replaced was accepted as m-old,
+// and the ledger holds that answer. The new run's Send never reaches
+// Bird before the key's window closes, and in an outage every search
+// and every lookup fails; a Temporal cancellation request comes two
+// hours later. Bird took the SMS: the run follows m-old as if its own
+// Send had got the answer, refuses the cancellation (nothing can unsend
+// it) and reads m-old's status once lookups work again. Version 0 ended
+// Cancelled, saying the outcome was unknown, for an SMS that went out.
+func TestASearchThatFailsWhileTheLedgerHoldsTheKeysAnswerFollowsIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.resumedPastTheWindow()
+	outage := 3 * time.Hour
+	searches := h.searchesFail(temporal.NewApplicationError("bird: 503 service unavailable", "ProviderUnavailable"))
+	var lookedUp []string
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
+		lookedUp = append(lookedUp, in.MessageID)
+		if h.env.Now().Sub(h.start) < outage {
+			return provider.Message{}, temporal.NewApplicationError("bird: 503 service unavailable", "ProviderUnavailable")
+		}
+		return provider.Message{ID: in.MessageID, Status: provider.StatusDelivered}, nil
+	})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 2*time.Hour)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err, res.Reason)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.False(t, res.OutcomeUnknown, res.Reason)
+	require.Equal(t, []string{"m-old"}, res.MessageIDs)
+	require.Equal(t, []string{key}, res.KeysUsed, "no resend")
+	require.NotEmpty(t, searches.calls, "the run searched first")
+	require.Contains(t, lookedUp, "m-old")
+	require.Equal(t, "Delivered", h.settled.Outcome)
+	require.Equal(t, "m-old", h.settled.MessageID)
+	st := h.query()
+	require.True(t, timelineHas(st, "the ledger holds bird's accepted answer to an attempt under "+key), "the timeline says why the run follows m-old")
+	require.True(t, timelineHas(st, "refused a cancellation request"), "the cancellation is refused with its reason")
+}
+
+// As above, through a refusal: the new run's attempt is refused (401, a
+// credential rotated) and the search that would find m-old fails too.
+// The ledger holds Bird's accepted answer under the key: the run follows
+// m-old and does not await a decision with the outcome unknown.
+func TestARefusalWhoseSearchFailsFollowsTheLedgersAnswer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.resumedThenRefused()
+	h.searchesFail(searchDown())
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err, res.Reason)
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.False(t, res.OutcomeUnknown, res.Reason)
+	require.Equal(t, []string{"m-old"}, res.MessageIDs)
+	require.Less(t, h.env.Now().Sub(h.start), time.Hour, "the run followed m-old at once instead of awaiting a decision")
+}
+
+// resumedWith mocks Prepare as a reset run's: the ledger holds the key
+// (its window closed long ago) and the given messages under it.
+func (h *harness) resumedWith(ms ...activities.SentMessage) {
+	h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+		Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start,
+		SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}},
+		Messages: ms,
+	}, nil).Once()
+}
+
+// ledgerHolds mocks Recall as the ledger of a reset run's event: the
+// attempts under the event key that got the messages ms (one at least),
+// long begun.
+func (h *harness) ledgerHolds(ms ...activities.SentMessage) {
+	h.recall = func(activities.RecallInput) activities.RecallOutput {
+		return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: max(1, len(ms)),
+			SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}}, Messages: ms}
+	}
+}
+
+// resumedPastTheWindow is seed 8121's reset run: resumed, its key's
+// window closed, and the ledger holding the replaced run's m-old.
+func (h *harness) resumedPastTheWindow() {
+	h.resumed()
+	h.windowClosed()
+	h.ledgerHolds(activities.SentMessage{Key: key, ID: "m-old"})
+}
+
+// windowClosed makes every Send answer that the key's window closed.
+func (h *harness) windowClosed() {
+	h.sendWith(func(int32, activities.SendInput) (activities.SendOutput, error) {
+		return activities.SendOutput{}, temporal.NewNonRetryableApplicationError("the replay window of "+key+" has closed", activities.ErrWindowClosed, nil)
+	})
+}
+
+// inBothVersions runs f on a harness of the latest version and on one of
+// version 0 (1.0.0), each in its own parallel subtest.
+func inBothVersions(t *testing.T, f func(t *testing.T, h *harness, v0 bool)) {
+	for _, v0 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "latest", true: "v0"}[v0], func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			if v0 {
+				h.asVersion0()
+			}
+			f(t, h, v0)
+		})
+	}
+}
+
+// asVersion0 makes the run follow workflow.DefaultVersion (1.0.0).
+func (h *harness) asVersion0() {
+	h.env.OnGetVersion(changeID, minSupportedVersion, latestVersion).Return(workflow.DefaultVersion)
+}
+
+// The run a reset replaced got two accepted answers under the key
+// (Bird's lock expired mid-send), and the ledger holds both; the new
+// run's search fails. Version 1 follows the first and reports the
+// proven duplicate (the provider accepted the key twice, as adopt()
+// says of a search that finds both); version 0 reported a possible one.
+// Found by the review of version 1, where the second went unreported.
+func TestTwoLedgerAnswersUnderTheKeyAreNotSilentlyOne(t *testing.T) {
+	t.Parallel()
+	inBothVersions(t, func(t *testing.T, h *harness, v0 bool) {
+		ms := []activities.SentMessage{{Key: key, ID: "m-1"}, {Key: key, ID: "m-2"}}
+		h.resumedWith(ms...)
+		h.windowClosed()
+		h.ledgerHolds(ms...)
+		h.searchesFail(searchDown())
+		h.statuses(provider.StatusDelivered)
+		h.run()
+		res, _ := h.result()
+		st := h.query()
+		require.True(t, res.DuplicateSend || res.PossibleDuplicate,
+			"two accepted messages under %s in the ledger, neither ruled out: %s\n%s", key, res.Reason, timelineTexts(st))
+		if !v0 {
+			require.True(t, res.DuplicateSend, "the provider accepted the key twice: a proven duplicate")
+		}
+	})
+}
+
+// As above, but the message the run follows (m-1) turns out failed:
+// the run goes on with m-2, the ledger's other accepted answer under the
+// key, which is delivered, and a cancellation meanwhile is refused.
+func TestTheLedgersOtherAnswerIsNotDroppedWhenTheFirstFails(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ms := []activities.SentMessage{{Key: key, ID: "m-1"}, {Key: key, ID: "m-2"}}
+	h.resumedWith(ms...)
+	h.windowClosed()
+	h.ledgerHolds(ms...)
+	h.searchesFail(searchDown())
+	h.statusByID(map[string]provider.Status{"m-1": provider.StatusFailed, "m-2": provider.StatusDelivered})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 2*time.Hour)
+	h.run()
+	res, _ := h.result()
+	st := h.query()
+	require.NotEqual(t, contract.Cancelled, res.State, "%s\n%s", res.Reason, timelineTexts(st))
+	require.Equal(t, contract.Delivered, res.State, "m-2 is followed once m-1 failed: %s\n%s", res.Reason, timelineTexts(st))
+	require.Equal(t, []string{key}, res.KeysUsed, "no resend: m-2 went out")
+}
+
+// A reset run whose own attempts under the key ended without a
+// certain answer (a timeout), while the ledger holds the replaced run's
+// accepted answer under the key; every search fails. The run follows
+// m-old, which is delivered; its own uncertain attempt may have sent a
+// second message: a possible duplicate, in both versions.
+func TestOwnUncertainAttemptBesideTheLedgersAnswerIsAPossibleDuplicate(t *testing.T) {
+	t.Parallel()
+	inBothVersions(t, func(t *testing.T, h *harness, v0 bool) {
+		ms := []activities.SentMessage{{Key: key, ID: "m-old"}}
+		h.resumedWith(ms...)
+		h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+			return activities.SendOutput{}, failAttempt(provider.Unknown, attempt)
+		})
+		h.recall = func(activities.RecallInput) activities.RecallOutput {
+			return activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 2, Uncertain: 1, LastUncertainAt: h.start,
+				SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}}, Messages: ms}
+		}
+		h.searchesFail(searchDown())
+		h.statuses(provider.StatusDelivered)
+		h.run()
+		res, _ := h.result()
+		st := h.query()
+		require.True(t, res.PossibleDuplicate || res.DuplicateSend, "%s\n%s", res.Reason, timelineTexts(st))
+	})
+}
+
+// The ledger's answer m-old failed delivery, which the reset run
+// never saw. It follows m-old; tracking finds the failure and asks for
+// a resend, and a resend decided then is carried out once a search
+// succeeds (the search finds m-old failed).
+func TestAFollowedLedgerAnswerThatFailedAsksForAResend(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ms := []activities.SentMessage{{Key: key, ID: "m-old"}}
+	h.resumedWith(ms...)
+	var resent []string
+	h.sendWith(func(attempt int32, in activities.SendInput) (activities.SendOutput, error) {
+		if in.Request.Key == key {
+			return activities.SendOutput{}, temporal.NewNonRetryableApplicationError("the replay window of "+key+" has closed", activities.ErrWindowClosed, nil)
+		}
+		resent = append(resent, in.Request.Key)
+		return accepted("m-new", attempt, provider.Accepted), nil
+	})
+	h.ledgerHolds(ms...)
+	h.planResends()
+	h.reconcileWith(func(since time.Duration, in activities.ReconcileInput) (activities.ReconcileOutput, error) {
+		if since < 3*time.Hour {
+			return activities.ReconcileOutput{}, searchDown()
+		}
+		return foundByKey(in, map[string]provider.Message{key: {ID: "m-old", Status: provider.StatusFailed}}), nil
+	})
+	h.statusByID(map[string]provider.Status{"m-old": provider.StatusFailed, "m-new": provider.StatusDelivered})
+	h.signal(time.Hour, contract.SignalResend, map[string]string{"by": "alice", "reason": "m-old failed"})
+	h.run()
+	res, _ := h.result()
+	st := h.query()
+	require.Equal(t, contract.Delivered, res.State, "%s\n%s", res.Reason, timelineTexts(st))
+	require.Len(t, resent, 1, timelineTexts(st))
+	require.False(t, res.DuplicateSend, timelineTexts(st))
+}
+
+// A run of version 0 (started before version 1 reached its worker)
+// keeps 1.0.0's path: seed 8121's run ends Cancelled with the outcome
+// unknown.
+func TestVersion0KeepsTheOldPath(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.asVersion0()
+	h.resumedPastTheWindow()
+	h.searchesFail(temporal.NewApplicationError("bird: 503 service unavailable", "ProviderUnavailable"))
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		return provider.Message{}, temporal.NewApplicationError("bird: 503 service unavailable", "ProviderUnavailable")
+	}).Maybe()
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 2*time.Hour)
+	h.run()
+	res, _ := h.result()
+	st := h.query()
+	require.Equal(t, contract.Cancelled, res.State, "%s\n%s", res.Reason, timelineTexts(st))
+	require.True(t, res.OutcomeUnknown)
+	require.False(t, timelineHas(st, "the ledger holds bird's accepted answer"))
+}
+
+// The ledger gets the replaced run's accepted answer only after the
+// reset run awaits a decision (that run's attempt ended late), and the
+// reset run learns it when a resend is decided (learnFromLedger), while
+// searches are down. The resend is not carried out: the run follows the
+// message instead of waiting for a search, and a cancellation later is
+// refused. Found by the review of version 1.
+func TestALedgerAnswerLearnedAtAResendIsFollowedToo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared() // the claim holds no message yet
+	h.windowClosed()
+	ms := []activities.SentMessage{{Key: key, ID: "m-old"}}
+	h.recall = func(activities.RecallInput) activities.RecallOutput {
+		out := activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 1,
+			SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}}}
+		if h.env.Now().Sub(h.start) > 30*time.Minute {
+			out.Messages = ms // the replaced run's attempt ended late
+		}
+		return out
+	}
+	h.planResends()
+	h.searchesFail(searchDown())
+	h.statuses(provider.StatusDelivered)
+	h.signal(time.Hour, contract.SignalResend, map[string]string{"by": "alice", "reason": "customer asks"})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 2*time.Hour)
+	h.run()
+	res, _ := h.result()
+	st := h.query()
+	require.NotEqual(t, contract.Cancelled, res.State, "%s\n%s", res.Reason, timelineTexts(st))
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.Equal(t, []string{key}, res.KeysUsed, "the resend is not carried out: m-old went out")
+	require.True(t, timelineHas(st, "resend not needed: the provider accepted a message of this event under its key"))
+}
+
+// SmsState at close equals the result's state on seed 8121's path
+// (followed, then delivered).
+func TestSmsStateAtCloseAfterFollowingTheLedger(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.resumedPastTheWindow()
+	h.searchesFail(searchDown())
+	h.statuses(provider.StatusSent, provider.StatusDelivered)
+	h.run()
+	res, err := h.result()
+	require.NoError(t, err)
+	h.mu.Lock()
+	states := append([]string(nil), h.states...)
+	h.mu.Unlock()
+	require.Equal(t, string(contract.Delivered), states[len(states)-1])
+	require.Equal(t, contract.Delivered, res.State)
+	require.Equal(t, "m-old", h.settled.MessageID)
+}
+
+// Seed 8121 with the reset point after Prepare (any workflow task after
+// the first). The new run replays the replaced run's Prepare, which held
+// no message yet; its Send meets the key's closed window (checked before
+// the fence, so no takeover reads the ledger). When its search fails it
+// reads the ledger's messages again, finds Bird's accepted answer m-old
+// under its key and follows it. Found by the review of version 1.
+func TestSeed8121WithTheResetPointAfterPrepare(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.prepared() // the replaced run's Prepare, replayed: no message yet
+	h.windowClosed()
+	h.recall = func(activities.RecallInput) activities.RecallOutput {
+		return activities.RecallOutput{FirstAttemptAt: h.start.Add(-3 * time.Hour), Attempts: 1,
+			SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start.Add(-3 * time.Hour)}},
+			Messages: []activities.SentMessage{{Key: key, ID: "m-old"}}}
+	}
+	h.searchesFail(searchDown())
+	h.statuses(provider.StatusDelivered)
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 2*time.Hour)
+	h.run()
+	res, _ := h.result()
+	st := h.query()
+	require.NotEqual(t, contract.Cancelled, res.State, "%s\n%s", res.Reason, timelineTexts(st))
+	require.Contains(t, res.MessageIDs, "m-old")
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
 }

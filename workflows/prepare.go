@@ -71,6 +71,10 @@ func (r *run) learnMessages(ms []activities.SentMessage) {
 			continue
 		}
 		r.addMessageAt(m.ID, r.providerOf(m.Key))
+		if r.msgs.ledgerKey == nil {
+			r.msgs.ledgerKey = map[string]string{}
+		}
+		r.msgs.ledgerKey[m.ID] = m.Key
 		r.note(contract.KindLedger, "the ledger holds message %s of the event (key %s), from an attempt this run did not make", m.ID, m.Key)
 	}
 }

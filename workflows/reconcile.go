@@ -19,6 +19,14 @@ func (r *run) reconcile() (contract.State, bool) {
 	out, err := r.lookup(r.provKeys())
 	if err != nil {
 		r.look.failed()
+		if r.since(versionLedgerAnswer) {
+			// The run a reset replaced may have got an answer after the
+			// point this run was reset to.
+			r.learnMessages(r.recall(r.sending.req.Key).Messages)
+		}
+		if r.followLedgerAnswer(err) {
+			return contract.Accepted, false
+		}
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: the provider's records could not be searched (%s); the run searches again every %s, and a resend waits for a search that succeeds unless forced",
 			errorMessage(err), r.policy.ReconcileRetry)
 		r.note(contract.KindSearchFailed, "%s", r.st.Reason)
@@ -34,6 +42,54 @@ func (r *run) reconcile() (contract.State, bool) {
 		return r.failover(out), false
 	}
 	return contract.AwaitingDecision, false
+}
+
+// ledgerAnswered are the messages the provider accepted under the run's
+// current key, by the ledger's record of another run's attempts, whose
+// status the run never saw: none if the run is older than
+// versionLedgerAnswer, or if a search could not speak for the event (a
+// message of ours vanished).
+func (r *run) ledgerAnswered() []string {
+	if !r.since(versionLedgerAnswer) || r.look.mute() {
+		return nil
+	}
+	var ids []string
+	for _, id := range r.st.MessageIDs {
+		if r.msgs.ledgerKey[id] == r.sending.req.Key && !r.msgs.observed[id] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// followLedgerAnswer is what a search that failed (err) leaves where the
+// ledger holds the provider's accepted answer under the run's key
+// (ledgerAnswered): the SMS was taken, as if the run's own Send had got
+// that answer, so the run follows the first such message and tracking
+// reads its status; more than one is a proven duplicate (the provider
+// accepted the key twice). It reports whether there was one.
+func (r *run) followLedgerAnswer(err error) bool {
+	ids := r.ledgerAnswered()
+	if len(ids) == 0 {
+		return false
+	}
+	r.msgs.primary = ids[0]
+	r.st.DeliveryStatus = string(provider.StatusAccepted)
+	r.note(contract.KindAccepted, "the search of %s's records failed (%s), but the ledger holds %s's accepted answer to an attempt under %s: message %s, which another run of this workflow got; the SMS was taken, so the run follows it",
+		r.st.Provider, errorMessage(err), r.st.Provider, r.sending.req.Key, strings.Join(ids, ", "))
+	for _, id := range ids {
+		r.seen(id, provider.StatusAccepted)
+	}
+	return true
+}
+
+// dropDeferredFor drops a resend that waits for a search, saying why it
+// is not needed.
+func (r *run) dropDeferredFor(why string) {
+	if r.dec.deferred != nil {
+		r.note(contract.KindResendHeld, "the resend decided by %s is not needed: %s", r.dec.deferred.By, why)
+		r.dropDeferred()
+	}
 }
 
 // searched records what a search that succeeded says about searching.
@@ -254,6 +310,10 @@ func (r *run) retryReconcile() (found bool) {
 		defer r.lateLookMade(lateAt)
 	}
 	if err != nil {
+		if r.followLedgerAnswer(err) {
+			r.dropDeferredFor("the ledger holds the provider's accepted answer under the key")
+			return true
+		}
 		r.note(contract.KindSearchFailed, "the search of %s's records failed again (%s); trying again in %s", r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
 		return false
 	}
@@ -261,10 +321,7 @@ func (r *run) retryReconcile() (found bool) {
 	r.searched(out)
 	if r.adopt(out) {
 		r.note(contract.KindFound, "a message of the event is alive: following it")
-		if r.dec.deferred != nil {
-			r.note(contract.KindResendHeld, "the resend decided by %s is not needed: a message of the event is alive", r.dec.deferred.By)
-			r.dropDeferred()
-		}
+		r.dropDeferredFor("a message of the event is alive")
 		return true
 	}
 	r.explainNotFound(out)

@@ -33,6 +33,17 @@ func SendSMS(ctx workflow.Context, in contract.Input) (contract.Result, error) {
 	return r.run()
 }
 
+// since reports whether the run follows version v or a later one. The
+// run's version is read once, at the first branch that asks
+// (versions.go): a run that never meets a changed path records no
+// version marker, and its history stays 1.0.0's.
+func (r *run) since(v workflow.Version) bool {
+	if !r.vRead {
+		r.v, r.vRead = workflow.GetVersion(r.ctx, changeID, minSupportedVersion, latestVersion), true
+	}
+	return r.v >= v
+}
+
 type run struct {
 	// ctx is disconnected from cancellation: a cancellation request is a
 	// decision to weigh, not an abort in the middle of a send.
@@ -41,6 +52,9 @@ type run struct {
 	st     contract.Status
 	log    log.Logger
 	policy activities.Policy
+	// v is the run's version (versions.go), read once by since.
+	v     workflow.Version
+	vRead bool
 
 	// Each step changes the part of the state it owns; the others read
 	// it. What the run reports is r.st.
@@ -91,6 +105,9 @@ type messageState struct {
 	// observed are the message ids whose status the run has seen (in an
 	// answer, a lookup or a search).
 	observed map[string]bool
+	// ledgerKey is the key of each message id the run learned from the
+	// ledger (an accepted answer to another run's attempt).
+	ledgerKey map[string]string
 	// firstLooked is the message the Send that got it accepted looked up
 	// once (activities.FirstLook): tracking it starts at the schedule's
 	// second interval.

@@ -300,6 +300,9 @@ func (r *run) rejected(reason string) contract.State {
 	switch {
 	case err != nil:
 		r.look.failed()
+		if r.followLedgerAnswer(err) {
+			return contract.Accepted
+		}
 		r.st.Reason = fmt.Sprintf("the outcome is unknown: %s; an earlier attempt ended without a certain answer, and the search of %s's records failed (%s); the run searches again every %s",
 			reason, r.st.Provider, errorMessage(err), r.policy.ReconcileRetry)
 		r.note(contract.KindSearchFailed, "%s", r.st.Reason)

@@ -10,9 +10,15 @@ import "go.temporal.io/sdk/workflow"
 //
 //   - add a constant versionX (1 for the first change) below, with a
 //     comment that says what it changes, and make it latestVersion;
-//   - setup() reads the run's version once, at its first moment:
-//     r.v = workflow.GetVersion(ctx, changeID, minSupportedVersion,
-//     latestVersion), and each branch reads r.since(versionX);
+//   - each branch reads r.since(versionX); since reads the run's
+//     version once, at the first branch a run meets, with
+//     workflow.GetVersion(ctx, changeID, minSupportedVersion,
+//     latestVersion), so a run that meets no changed path records no
+//     marker and its history keeps 1.0.0's shape (a delivered run: no
+//     marker, no TemporalChangeVersion upsert). The first branch fixes
+//     the run's version: the latest where the run meets it live, 1.0.0's
+//     where it meets it in replay with no marker (a run that passed that
+//     point under older code, which had no branch there);
 //   - record the paths it changes into workflows/testdata under the
 //     prefix "vX-" (SMSORCH_RECORD_HISTORY=1 go test ./integration -run
 //     TestRecordHistories), keeping every history recorded before;
@@ -31,9 +37,16 @@ import "go.temporal.io/sdk/workflow"
 const (
 	// changeID is the one change id of SendSMS's versions.
 	changeID = "sendsms"
-	// latestVersion is what new runs follow: 1.0.0's baseline until the
-	// first change after it.
-	latestVersion = workflow.DefaultVersion
+	// versionLedgerAnswer (1.1.0): a search that fails no longer leaves
+	// the outcome unknown where the ledger holds the provider's accepted
+	// answer to an attempt under the run's current key (another run of the
+	// workflow made it, before a reset, and the run never saw its status):
+	// the provider took the SMS, so the run follows that message as its
+	// own accepted send, instead of awaiting a decision and, on a
+	// cancellation, ending Cancelled.
+	versionLedgerAnswer workflow.Version = 1
+	// latestVersion is what new runs follow.
+	latestVersion = versionLedgerAnswer
 	// minSupportedVersion is the oldest version a run of which may still
 	// exist.
 	minSupportedVersion = workflow.DefaultVersion
