@@ -404,7 +404,9 @@ func (r *run) searchBeforeResend(d contract.Decision) (basis string, blind strin
 	out, err := r.lookup(r.provKeys())
 	if err != nil {
 		r.look.failed()
-		if r.followLedgerAnswer(err) {
+		// A forced resend is a person's choice to send without a search
+		// that speaks: it is carried out, a blind resend, as acknowledged.
+		if !d.Force && r.followLedgerAnswer(err) {
 			r.note(contract.KindResendHeld, "resend not needed: the provider accepted a message of this event under its key; following it instead")
 			return basis, "", contract.Accepted, true
 		}

@@ -395,6 +395,19 @@ func (h *harness) resumedPastTheWindow() {
 	h.ledgerHolds(activities.SentMessage{Key: key, ID: "m-old"})
 }
 
+// ledgerHoldsFrom mocks Recall as ledgerHolds, with the messages ms only
+// from after into the run: the replaced run's attempt ended late.
+func (h *harness) ledgerHoldsFrom(after time.Duration, ms ...activities.SentMessage) {
+	h.recall = func(activities.RecallInput) activities.RecallOutput {
+		out := activities.RecallOutput{FirstAttemptAt: h.start, Attempts: 1,
+			SendKeys: []activities.SendKey{{Key: key, FirstAttemptAt: h.start}}}
+		if h.env.Now().Sub(h.start) > after {
+			out.Messages = ms
+		}
+		return out
+	}
+}
+
 // windowClosed makes every Send answer that the key's window closed.
 func (h *harness) windowClosed() {
 	h.sendWith(func(int32, activities.SendInput) (activities.SendOutput, error) {
@@ -629,4 +642,126 @@ func TestSeed8121WithTheResetPointAfterPrepare(t *testing.T) {
 	require.NotEqual(t, contract.Cancelled, res.State, "%s\n%s", res.Reason, timelineTexts(st))
 	require.Contains(t, res.MessageIDs, "m-old")
 	require.Equal(t, contract.Delivered, res.State, res.Reason)
+}
+
+// A forced resend, acknowledged as "sends under the next resend key
+// unless the message is found, even if the search fails (a blind
+// resend)", meets a search that fails while the ledger (read at the
+// resend) holds an accepted answer m-old under the key. It is carried
+// out as acknowledged: a person chose to send without a search that
+// speaks. (The review of version 1 found it followed m-old instead and
+// ended Unconfirmed with no resend.)
+func TestAForcedResendIsCarriedOutBesideTheLedgersAnswer(t *testing.T) {
+	t.Parallel()
+	// m-old never reaches a final status, or fails: the resend goes out
+	// all the same.
+	for _, old := range []provider.Status{provider.StatusSent, provider.StatusFailed} {
+		t.Run(string(old), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.prepared()
+			h.windowClosed()
+			h.ledgerHoldsFrom(30*time.Minute, activities.SentMessage{Key: key, ID: "m-old"})
+			h.planResends()
+			h.searchesFail(searchDown())
+			h.statusByID(map[string]provider.Status{"m-old": old})
+			u := h.decideByUpdate(time.Hour, "alice", contract.Decision{Action: contract.ActionResend, Force: true, By: "alice", Reason: "customer says nothing arrived"})
+			h.run()
+			res, _ := h.result()
+			require.NoError(t, u.err)
+			require.NotNil(t, u.ack)
+			require.True(t, res.PossibleDuplicate || res.DuplicateSend, "a blind resend beside m-old is reported: %s", res.Reason)
+			require.Equal(t, []string{key + "~resend-1"}, res.ResendKeys,
+				"the forced resend was acknowledged as %q but was never carried out (state %s)", u.ack.Message, res.State)
+		})
+	}
+}
+
+// The ledger holds m-old, the replaced run's accepted answer under the
+// key (learned at Prepare); the reset run's own Send of the same key,
+// inside the window, is accepted as a new message m-own (the provider did
+// not replay m-old: its lock expired or it did not store the answer).
+// Two accepted ids under one key: a proven duplicate, as adopt() says.
+// Version 0 reported nothing (found by the review of version 1).
+func TestTheRunsOwnNewMessageBesideTheLedgersAnswerIsAProvenDuplicate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.resumedWith(activities.SentMessage{Key: key, ID: "m-old"})
+	h.acceptsAs("m-own")
+	h.statuses(provider.StatusDelivered)
+	h.reconcileByKey(map[string]provider.Message{})
+	h.run()
+	res, _ := h.result()
+	require.True(t, res.DuplicateSend,
+		"the ledger holds m-old under %s and the run's own Send got m-own under it: two SMS may have reached the phone (%s)", key, res.Reason)
+	require.ElementsMatch(t, []string{"m-old", "m-own"}, res.MessageIDs)
+}
+
+// Seed 8121 with the ledger's answer arriving late: the replaced run's
+// attempt ended late, so the ledger gets Bird's accepted answer m-old
+// under the key only after the reset run's first search failed and it
+// awaits a decision. Every search fails; a Temporal cancellation request
+// comes at 2h, or no decision comes before the deadline. The run reads
+// the ledger as it ends: m-old went out, so it ends Unconfirmed, not
+// Cancelled or Failed (found by the review of version 1).
+func TestALateLedgerAnswerMakesARunThatEndsUnsentUnconfirmed(t *testing.T) {
+	t.Parallel()
+	for _, cancelled := range []bool{true, false} {
+		t.Run(map[bool]string{true: "cancelled", false: "no decision"}[cancelled], func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.prepared()
+			h.windowClosed()
+			h.ledgerHoldsFrom(30*time.Minute, activities.SentMessage{Key: key, ID: "m-old"})
+			h.searchesFail(searchDown())
+			h.statuses(provider.StatusDelivered)
+			if cancelled {
+				h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 2*time.Hour)
+			}
+			h.run()
+			res, _ := h.result()
+			require.Equal(t, contract.Unconfirmed, res.State, "the ledger holds bird's accepted answer m-old under %s since 30m: %s\n%s", key, res.Reason, timelineTexts(h.query()))
+			require.Contains(t, res.MessageIDs, "m-old")
+			require.False(t, res.OutcomeUnknown, res.Reason)
+			require.Contains(t, res.Reason, "the SMS was sent after all")
+		})
+	}
+}
+
+// The reset run's own Send of the key is accepted as m-own after an
+// uncertain attempt, beside the ledger's m-old under the same key (a
+// proven duplicate); its look for a second message fails and m-own fails
+// delivery: the run awaits a decision and searches again (every search
+// fails, each taking 5 minutes). Bob cancels by update while a retried
+// search runs. The run reads m-old's status before it calls anything
+// sent, finds it failed, and ends Cancelled as bob decided.
+func TestACancelPendingWhenARetriedSearchFindsTheLedgersAnswer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.resumedWith(activities.SentMessage{Key: key, ID: "m-old"})
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		out := accepted("m-own", attempt, provider.Accepted)
+		out.Uncertain, out.UncertainSince = true, h.start
+		return out, nil
+	})
+	h.reconcileSlow(func(int, time.Duration) time.Duration { return 5 * time.Minute },
+		func(int, time.Duration, activities.ReconcileInput) (activities.ReconcileOutput, error) {
+			return activities.ReconcileOutput{}, searchDown()
+		})
+	var looked []string
+	h.env.OnActivity(a.Status, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StatusInput) (provider.Message, error) {
+		if err := activities.FirstWait(ctx, in); err != nil {
+			return provider.Message{}, err
+		}
+		looked = append(looked, in.MessageID)
+		return provider.Message{ID: in.MessageID, Status: provider.StatusFailed}, nil
+	})
+	u := h.decideByUpdate(22*time.Minute, "bob", contract.Decision{Action: contract.ActionCancel, By: "bob", Reason: "order cancelled"})
+	h.run()
+	res, _ := h.result()
+	require.NoError(t, u.err)
+	require.NotNil(t, u.ack, "bob's cancel was taken")
+	require.True(t, res.DuplicateSend, "m-own and m-old were both accepted under the key: %s", res.Reason)
+	require.Contains(t, looked, "m-old", "the run called m-old sent without reading its status: %s", res.Reason)
+	require.Equal(t, contract.Cancelled, res.State, res.Reason)
 }

@@ -50,14 +50,16 @@ func (r *run) reconcile() (contract.State, bool) {
 // versionLedgerAnswer, or if a search could not speak for the event (a
 // message of ours vanished).
 func (r *run) ledgerAnswered() []string {
-	if !r.since(versionLedgerAnswer) || r.look.mute() {
-		return nil
-	}
 	var ids []string
 	for _, id := range r.st.MessageIDs {
 		if r.msgs.ledgerKey[id] == r.sending.req.Key && !r.msgs.observed[id] {
 			ids = append(ids, id)
 		}
+	}
+	// The version is read only where the branch can change something:
+	// a run with no such answer records no marker.
+	if len(ids) == 0 || r.look.mute() || !r.since(versionLedgerAnswer) {
+		return nil
 	}
 	return ids
 }

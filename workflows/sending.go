@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -161,6 +162,14 @@ func (r *run) sent(out activities.SendOutput, err error) (contract.State, bool) 
 		r.st.DeliveryStatus = string(res.Status)
 		r.addMessageAt(res.MessageID, r.st.Provider)
 		r.seen(res.MessageID, res.Status)
+		if other := r.ledgerAnswered(); len(other) > 0 {
+			// The ledger holds another accepted answer under the key (the
+			// run a reset replaced got it): the provider took the key twice.
+			r.note(contract.KindFound, "the ledger holds %s's accepted answer %s under %s too, from another run of this workflow", r.st.Provider, strings.Join(other, ", "), r.sending.req.Key)
+			for _, id := range other {
+				r.seen(id, provider.StatusAccepted)
+			}
+		}
 		// What the Send's first look found came before any search below:
 		// a search may find fresher news, or another message to follow.
 		r.lookedFirst(res.MessageID, out.Looked)
