@@ -13,7 +13,6 @@ import (
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/metrics/name"
 	"github.com/acme/smsorch/ledger"
-	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/sms"
 )
 
@@ -32,7 +31,6 @@ func (r *run) finish() (contract.Result, error) {
 	r.st.Reason = sms.MaskPhones(r.st.Reason)
 	r.upsertSearch()
 	if r.held.claimed {
-		r.acceptedAfterAll()
 		r.lastLook()
 		r.lookAtLeft()
 		r.settleKnown()
@@ -68,27 +66,6 @@ func (r *run) lastLook() {
 	alive := r.recheck("before settling")
 	if alive && r.endedUnsent() {
 		r.turnedUp(r.msgs.primary)
-	}
-}
-
-// acceptedAfterAll makes a run that ends Cancelled or Failed say that
-// the SMS was sent where the ledger holds the provider's accepted answer
-// under its key whose status the run never saw (ledgerAnswered): another
-// run of its workflow got it, and its record may have reached the ledger
-// after this run last read it (an attempt that ended late).
-func (r *run) acceptedAfterAll() {
-	if !r.endedUnsent() || !r.since(versionLedgerAnswer) {
-		return
-	}
-	r.learnMessages(r.recall(r.sending.req.Key).Messages)
-	ids := r.ledgerAnswered()
-	if len(ids) == 0 {
-		return
-	}
-	r.note(contract.KindFound, "the ledger holds %s's accepted answer to an attempt under %s: message %s, which another run of this workflow got", r.st.Provider, r.sending.req.Key, strings.Join(ids, ", "))
-	r.turnedUp(ids[0])
-	for _, id := range ids {
-		r.seen(id, provider.StatusAccepted)
 	}
 }
 

@@ -697,37 +697,6 @@ func TestTheRunsOwnNewMessageBesideTheLedgersAnswerIsAProvenDuplicate(t *testing
 	require.ElementsMatch(t, []string{"m-old", "m-own"}, res.MessageIDs)
 }
 
-// Seed 8121 with the ledger's answer arriving late: the replaced run's
-// attempt ended late, so the ledger gets Bird's accepted answer m-old
-// under the key only after the reset run's first search failed and it
-// awaits a decision. Every search fails; a Temporal cancellation request
-// comes at 2h, or no decision comes before the deadline. The run reads
-// the ledger as it ends: m-old went out, so it ends Unconfirmed, not
-// Cancelled or Failed (found by the review of version 1).
-func TestALateLedgerAnswerMakesARunThatEndsUnsentUnconfirmed(t *testing.T) {
-	t.Parallel()
-	for _, cancelled := range []bool{true, false} {
-		t.Run(map[bool]string{true: "cancelled", false: "no decision"}[cancelled], func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			h.prepared()
-			h.windowClosed()
-			h.ledgerHoldsFrom(30*time.Minute, activities.SentMessage{Key: key, ID: "m-old"})
-			h.searchesFail(searchDown())
-			h.statuses(provider.StatusDelivered)
-			if cancelled {
-				h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 2*time.Hour)
-			}
-			h.run()
-			res, _ := h.result()
-			require.Equal(t, contract.Unconfirmed, res.State, "the ledger holds bird's accepted answer m-old under %s since 30m: %s\n%s", key, res.Reason, timelineTexts(h.query()))
-			require.Contains(t, res.MessageIDs, "m-old")
-			require.False(t, res.OutcomeUnknown, res.Reason)
-			require.Contains(t, res.Reason, "the SMS was sent after all")
-		})
-	}
-}
-
 // The reset run's own Send of the key is accepted as m-own after an
 // uncertain attempt, beside the ledger's m-old under the same key (a
 // proven duplicate); its look for a second message fails and m-own fails
@@ -764,4 +733,54 @@ func TestACancelPendingWhenARetriedSearchFindsTheLedgersAnswer(t *testing.T) {
 	require.True(t, res.DuplicateSend, "m-own and m-old were both accepted under the key: %s", res.Reason)
 	require.Contains(t, looked, "m-old", "the run called m-old sent without reading its status: %s", res.Reason)
 	require.Equal(t, contract.Cancelled, res.State, res.Reason)
+}
+
+// The reset run's own Send of the key is answered from the provider's
+// replay store with m-old itself, the replaced run's accepted answer the
+// ledger holds: one message, no duplicate.
+func TestAReplayOfTheLedgersAnswerIsNoDuplicate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.resumedWith(activities.SentMessage{Key: key, ID: "m-old"})
+	h.sendWith(func(attempt int32, _ activities.SendInput) (activities.SendOutput, error) {
+		return accepted("m-old", attempt, provider.Replayed), nil
+	})
+	h.statuses(provider.StatusDelivered)
+	h.run()
+	res, _ := h.result()
+	require.Equal(t, contract.Delivered, res.State, res.Reason)
+	require.False(t, res.DuplicateSend || res.PossibleDuplicate, res.Reason)
+	require.Equal(t, []string{"m-old"}, res.MessageIDs)
+}
+
+// A reset run resumes the replaced run's resend key ~resend-1 (window
+// closed); the ledger holds m-first, the replaced run's message under the
+// event key, whose status no run of this workflow saw, and m-resend, its
+// accepted answer under ~resend-1. Every search fails. The run follows
+// m-resend, and m-first, never ruled out, is a possible duplicate, as
+// version 0 said (found by the third review of version 1).
+func TestAnEarlierKeysUnseenMessageBesideAFollowedAnswerIsAPossibleDuplicate(t *testing.T) {
+	t.Parallel()
+	inBothVersions(t, func(t *testing.T, h *harness, v0 bool) {
+		resend := key + "~resend-1"
+		sendKeys := []activities.SendKey{{Key: key, FirstAttemptAt: h.start.Add(-5 * time.Hour)}, {Key: resend, FirstAttemptAt: h.start.Add(-4 * time.Hour)}}
+		ms := []activities.SentMessage{{Key: key, ID: "m-first"}, {Key: resend, ID: "m-resend"}}
+		h.env.OnActivity(a.Prepare, mock.Anything, mock.Anything).Return(activities.PrepareOutput{
+			Request: h.request(key), Policy: h.policy, FirstAttemptAt: h.start.Add(-5 * time.Hour),
+			SendKeys: sendKeys, Messages: ms,
+		}, nil).Once()
+		h.planResends()
+		h.recall = func(in activities.RecallInput) activities.RecallOutput {
+			return activities.RecallOutput{FirstAttemptAt: h.start.Add(-4 * time.Hour), Attempts: 1, SendKeys: sendKeys, Messages: ms}
+		}
+		h.windowClosed()
+		h.searchesFail(searchDown())
+		h.statuses(provider.StatusDelivered)
+		h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 2*time.Hour)
+		h.run()
+		res, _ := h.result()
+		st := h.query()
+		require.True(t, res.PossibleDuplicate || res.DuplicateSend,
+			"m-first (never seen) and m-resend (accepted) are both in the ledger; the run ends %s and says nothing of a second SMS: %s\n%s", res.State, res.Reason, timelineTexts(st))
+	})
 }

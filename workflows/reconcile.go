@@ -82,6 +82,17 @@ func (r *run) followLedgerAnswer(err error) bool {
 	for _, id := range ids {
 		r.seen(id, provider.StatusAccepted)
 	}
+	// The ledger's other accepted answers, under the event's other keys,
+	// that no search ruled out: each may have gone out beside it.
+	var others []string
+	for _, id := range r.st.MessageIDs {
+		if k, ok := r.msgs.ledgerKey[id]; ok && k != r.sending.req.Key && !r.msgs.observed[id] {
+			others = append(others, id)
+		}
+	}
+	if len(others) > 0 && !r.st.PossibleDuplicate && !r.st.DuplicateSend {
+		r.possibleDuplicate(fmt.Sprintf("the ledger also holds message %s of the event, under an earlier key, whose status no search could read: it may have gone out beside %s", strings.Join(others, ", "), ids[0]))
+	}
 	return true
 }
 
