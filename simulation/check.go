@@ -85,9 +85,13 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	// Failed: a cancel that meets one ends Unconfirmed.
 	if !l.Open && (res.State == contract.Cancelled || res.State == contract.Failed) {
 		for _, m := range live {
-			if slices.Contains(res.MessageIDs, m.ID) {
-				bad("the run ended %s though it knows message %s, which is %s at %s", res.State, m.ID, m.Status, m.Provider)
+			if !slices.Contains(res.MessageIDs, m.ID) {
+				continue
 			}
+			if lt.sc.lost(m.ID) && res.OutcomeUnknown {
+				continue // the provider denied it: the run may not know it went out, and says so
+			}
+			bad("the run ended %s though it knows message %s, which is %s at %s", res.State, m.ID, m.Status, m.Provider)
 		}
 	}
 	// A blind resend is a possible duplicate, and the run says so.

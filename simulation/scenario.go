@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -50,6 +51,10 @@ type Scenario struct {
 	// StallShare is the share of new messages whose delivery stalls for
 	// 20 to 30 hours, past the run's 24-hour tracking limit.
 	StallShare float64
+	// LoseShare is the share of messages whose record the provider loses
+	// for a lookup by id: it answers 404 for an id it gave out, while the
+	// message goes its way (and Bird's list still holds it).
+	LoseShare float64
 
 	// Looks are the moments a person looks at the run and may decide.
 	Looks []Look
@@ -208,7 +213,22 @@ func NewScenario(seed int64) *Scenario {
 	if rand.New(rand.NewPCG(uint64(seed), 0x57a11)).IntN(4) == 0 {
 		sc.StallShare = 0.3
 	}
+	if rand.New(rand.NewPCG(uint64(seed), 0x1057)).IntN(6) == 0 {
+		sc.LoseShare = 0.5
+	}
 	return sc
+}
+
+// lost reports whether the provider lost its record of message id for a
+// lookup (LoseShare): decided by the id and the seed alone, so every
+// lookup of the id gets the same answer and no other draw moves.
+func (sc *Scenario) lost(id string) bool {
+	if sc.LoseShare == 0 {
+		return false
+	}
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "%d/%s", sc.Seed, id)
+	return float64(h.Sum64()%1000) < sc.LoseShare*1000
 }
 
 // rotated reports whether the credential is rotated away at t.
@@ -272,6 +292,9 @@ func (sc *Scenario) String() string {
 	}
 	if sc.StallShare > 0 {
 		fmt.Fprintf(&b, "; %.0f%% of new messages stall 20-30h before their final status", sc.StallShare*100)
+	}
+	if sc.LoseShare > 0 {
+		fmt.Fprintf(&b, "; the provider answers 404 to a lookup of %.0f%% of the message ids it gave", sc.LoseShare*100)
 	}
 	fmt.Fprintf(&b, "\n  delivery: %.0f%% failed, %.0f%% undelivered, after %s\n", sc.FailRate*100, sc.UndeliveredRate*100, sc.DeliveryDelay)
 	for _, l := range sc.Looks {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -269,7 +270,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.w.tl.add(now, "provider", "%s: %s fails (no answer)", prov, what)
 		return nil, timeoutError{"the provider did not answer the lookup"}
 	}
-	sreq := httptest.NewRequest(req.Method, req.URL.String(), bytes.NewReader(body))
+	target := req.URL.String()
+	if id := path.Base(req.URL.Path); !send && req.URL.RawQuery == "" && sc.lost(id) {
+		// The provider lost its record of the id: its own "not found".
+		t.w.tl.add(now, "provider", "%s: lookup of %s -> 404 (the provider lost its record)", prov, id)
+		target = strings.TrimSuffix(req.URL.Path, id) + "lost-" + id
+	}
+	sreq := httptest.NewRequest(req.Method, target, bytes.NewReader(body))
 	sreq.Header = h
 	rec := httptest.NewRecorder()
 	done := make(chan struct{})
