@@ -31,8 +31,11 @@ var (
 	lowPorts   = map[int]bool{} // handed out by this process
 )
 
-// FreeLowPort returns a port below 32768, free on host right now and
-// never returned before by this process. Below 32768 no outgoing
+// FreeLowPort returns a port below 32768, free on host right now,
+// never returned before by this process, and not handed out by another
+// process of this host in the last minutes (reservePort: go test runs
+// test binaries side by side, each starting servers, and a port free at
+// one's pick could be taken by the other's before its server listens). Below 32768 no outgoing
 // connection takes it (the kernel hands those ports out from 32768 up)
 // while the process that is to listen there starts.
 func FreeLowPort(host string) (int, error) {
@@ -40,7 +43,7 @@ func FreeLowPort(host string) (int, error) {
 	defer lowPortsMu.Unlock()
 	for i := 0; i < 500; i++ {
 		p := 20000 + rand.IntN(32768-20000)
-		if !lowPorts[p] && portFree(net.JoinHostPort(host, strconv.Itoa(p))) == nil {
+		if !lowPorts[p] && portFree(net.JoinHostPort(host, strconv.Itoa(p))) == nil && reservePort(p) {
 			lowPorts[p] = true
 			return p, nil
 		}
