@@ -57,7 +57,8 @@ func (r *run) ledgerAnswered() []string {
 		}
 	}
 	// The version is read only where the branch can change something:
-	// a run with no such answer records no marker.
+	// a run with no such answer records no marker here (a failed
+	// reconcile() reads it before its Recall, to find such answers).
 	if len(ids) == 0 || r.look.mute() || !r.since(versionLedgerAnswer) {
 		return nil
 	}

@@ -34,14 +34,12 @@ func SendSMS(ctx workflow.Context, in contract.Input) (contract.Result, error) {
 }
 
 // since reports whether the run follows version v or a later one. The
-// run's version is read once, at the first branch that asks
-// (versions.go): a run that never meets a changed path records no
-// version marker, and its history stays 1.0.0's.
+// run's version is fixed at the first branch that asks (versions.go): a
+// run that never meets a changed path records no version marker, and
+// its history stays 1.0.0's. The SDK keeps the version it gave a change
+// id for the rest of the run, so later calls read the same one.
 func (r *run) since(v workflow.Version) bool {
-	if !r.vRead {
-		r.v, r.vRead = workflow.GetVersion(r.ctx, changeID, minSupportedVersion, latestVersion), true
-	}
-	return r.v >= v
+	return workflow.GetVersion(r.ctx, changeID, minSupportedVersion, latestVersion) >= v
 }
 
 type run struct {
@@ -52,9 +50,6 @@ type run struct {
 	st     contract.Status
 	log    log.Logger
 	policy activities.Policy
-	// v is the run's version (versions.go), read once by since.
-	v     workflow.Version
-	vRead bool
 
 	// Each step changes the part of the state it owns; the others read
 	// it. What the run reports is r.st.
