@@ -46,8 +46,9 @@ import (
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/intake"
-	"github.com/acme/smsorch/internal/devstack"
 	"github.com/acme/smsorch/internal/logging"
+	"github.com/acme/smsorch/internal/stackproc"
+	"github.com/acme/smsorch/internal/stackspec"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/starter"
@@ -192,7 +193,7 @@ const uiCodecToken = "codec-t0ken-of-the-ui-only-test-0123456789"
 func TestAUIOnlyProcessServesTheUIOfAnotherTemporal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: t.TempDir(), Logger: zap.NewNop()})
+	cluster, err := stackproc.Start(ctx, stackspec.Request{FrontendAddress: "127.0.0.1:0", UIAddress: Off, DataDir: t.TempDir(), WithoutSearchAttributes: true}, zap.NewNop())
 	require.NoError(t, err)
 	defer func() { _ = cluster.Stop() }()
 	ring, err := codec.ParseKeys(mustKey(t))

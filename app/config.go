@@ -353,7 +353,7 @@ func (c Config) validateMode() error {
 	if roles > 1 {
 		return errors.New("--dev, --server-only and --ui-only exclude each other: --dev runs everything in one process, --server-only only the Temporal server, --ui-only only the web UI (and the codec server)")
 	}
-	if roles == 1 && !embeddedBuilt {
+	if roles == 1 && !embeddedBuilt() {
 		return errors.New(noEmbedded)
 	}
 	return nil

@@ -18,8 +18,9 @@ import (
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/clientopts"
-	"github.com/acme/smsorch/internal/devstack"
 	"github.com/acme/smsorch/internal/logging"
+	"github.com/acme/smsorch/internal/stackproc"
+	"github.com/acme/smsorch/internal/stackspec"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/starter"
 )
@@ -167,9 +168,9 @@ var shortWindowPolicy = activities.Policy{
 // provider simulator behind an HTTP server, both stopped when the test
 // ends. Outside dev mode the simulator's default credentials are
 // refused, so it takes fresh ones.
-func aClusterAndASimulator(ctx context.Context, t *testing.T, dir string) (*devstack.Stack, *simulator.Server, *httptest.Server, simulator.Credentials) {
+func aClusterAndASimulator(ctx context.Context, t *testing.T, dir string) (stackspec.Embedded, *simulator.Server, *httptest.Server, simulator.Credentials) {
 	t.Helper()
-	cluster, err := devstack.Start(ctx, devstack.Config{FrontendAddress: "127.0.0.1:0", UIAddress: devstack.UIOff, DataDir: filepath.Join(dir, "cluster"), Logger: zap.NewNop()})
+	cluster, err := stackproc.Start(ctx, stackspec.Request{FrontendAddress: "127.0.0.1:0", UIAddress: Off, DataDir: filepath.Join(dir, "cluster"), WithoutSearchAttributes: true}, zap.NewNop())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	creds := simulator.NewCredentials()

@@ -23,7 +23,8 @@ import (
 
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/internal/devstack"
+	"github.com/acme/smsorch/internal/devstack/defaults"
+	"github.com/acme/smsorch/internal/stackproc"
 	"github.com/acme/smsorch/ledger"
 )
 
@@ -232,6 +233,7 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 	})
 
 	t.Run("every command line parses with the real flags and passes Validate", func(t *testing.T) {
+		t.Cleanup(func() { app.UseEmbedded(nil) })
 		for _, name := range ours {
 			s := f.Services[name]
 			if s.Command[0] == "smssim" {
@@ -240,6 +242,14 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 			require.Contains(t, []string{"worker", "smsorch-temporal"}, s.Command[0], name)
 			for k, v := range s.Environment {
 				t.Setenv(k, v)
+			}
+			// smsorch-temporal holds the embedded server, the image's
+			// worker (-tags nodevstack) does not: Validate says which modes
+			// each can take.
+			if s.Command[0] == "smsorch-temporal" {
+				app.UseEmbedded(stackproc.Start)
+			} else {
+				app.UseEmbedded(nil)
 			}
 			var cfg app.Config
 			fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -311,7 +321,7 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 
 	t.Run("the connection pools fit PostgreSQL's default", func(t *testing.T) {
 		const pgDefault, reserved = 100, 3 // max_connections, superuser_reserved_connections
-		servers := f.Services["temporal"].Replicas() * devstack.PostgresMaxConnsPerServer
+		servers := f.Services["temporal"].Replicas() * defaults.PostgresMaxConnsPerServer
 		workers := 0
 		for _, s := range f.Services {
 			if ledger.IsPostgresDSN(s.Environment[app.EnvLedger]) {

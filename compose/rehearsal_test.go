@@ -45,7 +45,7 @@ import (
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/intake"
-	"github.com/acme/smsorch/internal/devstack"
+	"github.com/acme/smsorch/internal/devstack/defaults"
 	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/pgtest"
 	"github.com/acme/smsorch/ledger"
@@ -106,7 +106,7 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		for _, db := range []string{env["TEMPORAL_DB"], env["TEMPORAL_DB"] + devstack.VisibilitySuffix} {
+		for _, db := range []string{env["TEMPORAL_DB"], env["TEMPORAL_DB"] + defaults.VisibilitySuffix} {
 			if _, err := pgExec(ctx, admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
 				t.Logf("drop %s: %v", db, err)
 			}
@@ -243,9 +243,9 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	conn, err := pgx.Connect(ctx, admin)
 	require.NoError(t, err)
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = ANY($1)`,
-		[]string{env["SMSORCH_DB"], env["TEMPORAL_DB"], env["TEMPORAL_DB"] + devstack.VisibilitySuffix}).Scan(&conns))
+		[]string{env["SMSORCH_DB"], env["TEMPORAL_DB"], env["TEMPORAL_DB"] + defaults.VisibilitySuffix}).Scan(&conns))
 	_ = conn.Close(ctx)
-	budget := f.Services["temporal"].Replicas()*devstack.PostgresMaxConnsPerServer +
+	budget := f.Services["temporal"].Replicas()*defaults.PostgresMaxConnsPerServer +
 		(f.Services["worker"].Replicas()+f.Services["intake"].Replicas())*ledger.DefaultPostgresPoolSize
 	t.Logf("PostgreSQL connections of the stack: %d now, %d at most by its pools", conns, budget)
 	require.LessOrEqual(t, conns, budget)

@@ -30,6 +30,7 @@ import (
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/logging"
+	"github.com/acme/smsorch/internal/stackproc"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/sms"
 )
@@ -93,6 +94,9 @@ func setParallelUnlessGiven(n int) {
 }
 
 func run(m *testing.M) int {
+	// The Temporal server runs in a child process built without the race
+	// detector (package stackproc); the worker, in this one, with it.
+	app.UseEmbedded(stackproc.Start)
 	dir, err := os.MkdirTemp("", "smsorch-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,3 +1,5 @@
+//go:build !race
+
 // Package devstack runs a complete Temporal service inside the current
 // process: the server and the Temporal web UI, the way the Temporal CLI's
 // dev server does. It is the embedded default that lets one command bring
@@ -10,6 +12,12 @@
 // other servers on the same database through it: several processes, on
 // one host or many, are then one Temporal cluster that survives the loss
 // of any of them.
+//
+// Its files build without the race detector only: the server is
+// third-party code, and built with -race it was the largest part of
+// `go test -race ./...`. A worker built with -race runs the same stack
+// in a child process built without it (package stackproc), and this
+// package's tests run without -race from race_test.go.
 package devstack
 
 import (
@@ -34,7 +42,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/acme/smsorch/internal/devstack/defaults"
+	"github.com/acme/smsorch/internal/freeport"
 	"github.com/acme/smsorch/internal/logging"
+	"github.com/acme/smsorch/internal/stackspec"
 )
 
 // Defaults, chosen to match the Temporal CLI's dev server so its habits and
@@ -43,7 +53,7 @@ const (
 	DefaultFrontendAddress = defaults.FrontendAddress
 	DefaultUIAddress       = defaults.UIAddress
 	DefaultDataDir         = defaults.DataDir
-	DefaultNamespace       = "default"
+	DefaultNamespace       = defaults.Namespace
 	// DefaultRetention keeps closed runs, and with them the workflow-id
 	// duplicate check, for 30 days.
 	DefaultRetention = 30 * 24 * time.Hour
@@ -271,11 +281,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s := &Stack{cfg: cfg}
 	// The TLS files are read once, before anything is created or listens.
 	if cfg.TLS != nil {
-		cert, pool, name, err := cfg.TLS.load()
+		cert, pool, name, err := cfg.TLS.Load()
 		if err != nil {
 			return nil, err
 		}
-		s.clientTLS, s.tlsName = clientConfig(cert, pool, name), name
+		s.clientTLS, s.tlsName = stackspec.ClientConfig(cert, pool, name), name
 	}
 	if cfg.Database == "" {
 		// The server's database holds every run's history: the
@@ -286,7 +296,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		s.dbPath = filepath.Join(cfg.DataDir, "temporal.db")
 	}
 
-	frontendHost, frontendPort, err := resolvePort(cfg.FrontendAddress)
+	frontendHost, frontendPort, err := freeport.Resolve(cfg.FrontendAddress)
 	if err != nil {
 		return nil, fmt.Errorf("frontend address %s: %w", cfg.FrontendAddress, err)
 	}
@@ -298,11 +308,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 	}
 
-	if err := portFree(s.frontendAddr); err != nil {
+	if err := freeport.Check(s.frontendAddr); err != nil {
 		return nil, fmt.Errorf("the Temporal frontend cannot listen on %s: %w (is another dev stack or Temporal server running? stop it or choose another address)", s.frontendAddr, err)
 	}
 	if s.ui != nil {
-		if err := portFree(s.uiAddr); err != nil {
+		if err := freeport.Check(s.uiAddr); err != nil {
 			return nil, fmt.Errorf("the web UI cannot listen on %s: %w (stop what uses it or choose another UI address)", s.uiAddr, err)
 		}
 	}

@@ -1,3 +1,5 @@
+//go:build !race
+
 package devstack
 
 import (
@@ -27,22 +29,12 @@ import (
 // share the work and let the survivor take every shard when one dies.
 const PostgresHistoryShards = 4
 
-// Connections each of a server process's four services (frontend,
-// history, matching, worker: each keeps its own pools) opens at most to
-// the persistence database and to the visibility database. One process
-// then holds at most 4 x (4 + 2) = 24; PostgreSQL accepts 100 by default,
-// so a cluster of two servers leaves room for the workers' ledger pools
-// and an operator's psql (docs/operations.md, "Connections", adds it up for more
-// replicas).
+// PostgresMaxConns and PostgresVisibilityMaxConns bound each service's
+// pools (defaults.PostgresMaxConnsPerServer adds them up).
 const (
-	PostgresServices           = 4
-	PostgresMaxConns           = 4
-	PostgresVisibilityMaxConns = 2
+	PostgresMaxConns           = defaults.PostgresMaxConns
+	PostgresVisibilityMaxConns = defaults.PostgresVisibilityMaxConns
 )
-
-// PostgresMaxConnsPerServer is the most connections one server process
-// opens.
-const PostgresMaxConnsPerServer = PostgresServices * (PostgresMaxConns + PostgresVisibilityMaxConns)
 
 // VisibilitySuffix names the visibility database beside the main one:
 // postgres://…/temporal keeps its runs' visibility in temporal_visibility.

@@ -1,3 +1,5 @@
+//go:build !race
+
 package devstack
 
 import (
@@ -10,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acme/smsorch/internal/freeport"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -40,14 +43,14 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 	if s.cfg.Database != "" {
 		n = 7
 	}
-	// All below 32768 (FreeLowPort): the server keeps a membership port
+	// All below 32768 (freeport.Low): the server keeps a membership port
 	// in a smallint column, and a port of the range the kernel hands to
 	// outgoing connections (32768 and up) could be taken by one of them
 	// between the pick and the server's listen, failing its start.
 	ports := make([]int, n)
 	for i := range ports {
 		var err error
-		if ports[i], err = FreeLowPort(frontendHost); err != nil {
+		if ports[i], err = freeport.Low(frontendHost); err != nil {
 			return nil, err
 		}
 	}
@@ -133,7 +136,7 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 	// The server's own system workflows reach the frontend of this process.
 	conf.PublicClient.HostPort = s.frontendAddr
 	if s.cfg.TLS != nil {
-		conf.Global.TLS = s.cfg.TLS.serverConfig(s.tlsName)
+		conf.Global.TLS = serverConfig(s.cfg.TLS, s.tlsName)
 	}
 
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)

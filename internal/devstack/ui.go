@@ -1,3 +1,5 @@
+//go:build !race
+
 package devstack
 
 import (
@@ -8,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/acme/smsorch/internal/freeport"
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
@@ -39,7 +42,7 @@ func (s *Stack) waitUI(ctx context.Context) error {
 // buildUI makes the Temporal web UI of the stack, pointed at its
 // frontend and the codec endpoint, on the UI address.
 func (s *Stack) buildUI() error {
-	uiHost, uiPort, err := resolvePort(s.cfg.UIAddress)
+	uiHost, uiPort, err := freeport.Resolve(s.cfg.UIAddress)
 	if err != nil {
 		return fmt.Errorf("UI address %s: %w", s.cfg.UIAddress, err)
 	}
@@ -109,7 +112,7 @@ func StartUI(ctx context.Context, cfg UIConfig) (*Stack, error) {
 		return nil, fmt.Errorf("UI address %q is not host:port (for example %s): %w", cfg.Address, DefaultUIAddress, err)
 	}
 	if cfg.TLS != nil {
-		if err := cfg.TLS.loadClient(); err != nil {
+		if err := cfg.TLS.LoadClient(); err != nil {
 			return nil, err
 		}
 	}
@@ -117,7 +120,7 @@ func StartUI(ctx context.Context, cfg UIConfig) (*Stack, error) {
 	if err := s.buildUI(); err != nil {
 		return nil, err
 	}
-	if err := portFree(s.uiAddr); err != nil {
+	if err := freeport.Check(s.uiAddr); err != nil {
 		return nil, fmt.Errorf("the web UI cannot listen on %s: %w (stop what uses it or choose another UI address)", s.uiAddr, err)
 	}
 	s.uiDone = make(chan error, 1)

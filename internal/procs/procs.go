@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/acme/smsorch/internal/devstack"
+	"github.com/acme/smsorch/internal/freeport"
 	"github.com/acme/smsorch/internal/logging"
 )
 
@@ -156,7 +156,7 @@ func (p *Proc) Stop(grace time.Duration) {
 // the kernel's range for outgoing connections, which could take it
 // before the process that is to listen there binds it.
 func FreeAddr() (string, error) {
-	p, err := devstack.FreeLowPort("127.0.0.1")
+	p, err := freeport.Low("127.0.0.1")
 	if err != nil {
 		return "", err
 	}

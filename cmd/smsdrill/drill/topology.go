@@ -19,7 +19,7 @@ import (
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/codec"
-	"github.com/acme/smsorch/internal/devstack"
+	"github.com/acme/smsorch/internal/devstack/defaults"
 	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/pgdb"
 	"github.com/acme/smsorch/internal/pki"
@@ -105,7 +105,7 @@ func (d *drill) databases() []string {
 		out = append(out, d.ledger)
 	}
 	if d.temporalDB != "" {
-		out = append(out, d.temporalDB, pgdb.WithSuffix(d.temporalDB, devstack.VisibilitySuffix))
+		out = append(out, d.temporalDB, pgdb.WithSuffix(d.temporalDB, defaults.VisibilitySuffix))
 	}
 	return out
 }

@@ -16,4 +16,23 @@ const (
 	VisibilitySuffix = "_visibility"
 	// Off as a UI address starts no UI.
 	Off = "off"
+	// Namespace is the namespace the dev stack registers.
+	Namespace = "default"
 )
+
+// Connections each of a server process's four services (frontend,
+// history, matching, worker: each keeps its own pools) opens at most to
+// the persistence database and to the visibility database. One process
+// then holds at most 4 x (4 + 2) = 24; PostgreSQL accepts 100 by default,
+// so a cluster of two servers leaves room for the workers' ledger pools
+// and an operator's psql (docs/operations.md, "Connections", adds it up for more
+// replicas).
+const (
+	PostgresServices           = 4
+	PostgresMaxConns           = 4
+	PostgresVisibilityMaxConns = 2
+)
+
+// PostgresMaxConnsPerServer is the most connections one server process
+// opens.
+const PostgresMaxConnsPerServer = PostgresServices * (PostgresMaxConns + PostgresVisibilityMaxConns)

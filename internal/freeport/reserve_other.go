@@ -1,7 +1,7 @@
 //go:build !unix
 
-package devstack
+package freeport
 
 // reservePort reserves nothing where flock is not available: the port
-// is free, as FreeLowPort checked.
+// is free, as Low checked.
 func reservePort(int) bool { return true }

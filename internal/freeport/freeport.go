@@ -1,4 +1,7 @@
-package devstack
+// Package freeport hands out loopback ports for servers a process or its
+// children are about to start: below the kernel's range for outgoing
+// connections, and reserved across the processes of a host.
+package freeport
 
 import (
 	"fmt"
@@ -8,10 +11,10 @@ import (
 	"sync"
 )
 
-// resolvePort splits host:port and replaces port 0 with a free port
-// below 32768 (FreeLowPort): no outgoing connection takes it between the
+// Resolve splits host:port and replaces port 0 with a free port
+// below 32768 (Low): no outgoing connection takes it between the
 // pick and the server's listen.
-func resolvePort(addr string) (string, int, error) {
+func Resolve(addr string) (string, int, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", 0, err
@@ -21,7 +24,7 @@ func resolvePort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", portStr)
 	}
 	if port == 0 {
-		port, err = FreeLowPort(host)
+		port, err = Low(host)
 	}
 	return host, port, err
 }
@@ -31,19 +34,19 @@ var (
 	lowPorts   = map[int]bool{} // handed out by this process
 )
 
-// FreeLowPort returns a port below 32768, free on host right now,
+// Low returns a port below 32768, free on host right now,
 // never returned before by this process, and not handed out by another
 // process of this host in the last minutes (reservePort: go test runs
 // test binaries side by side, each starting servers, and a port free at
 // one's pick could be taken by the other's before its server listens). Below 32768 no outgoing
 // connection takes it (the kernel hands those ports out from 32768 up)
 // while the process that is to listen there starts.
-func FreeLowPort(host string) (int, error) {
+func Low(host string) (int, error) {
 	lowPortsMu.Lock()
 	defer lowPortsMu.Unlock()
 	for i := 0; i < 500; i++ {
 		p := 20000 + rand.IntN(32768-20000)
-		if !lowPorts[p] && portFree(net.JoinHostPort(host, strconv.Itoa(p))) == nil && reservePort(p) {
+		if !lowPorts[p] && Check(net.JoinHostPort(host, strconv.Itoa(p))) == nil && reservePort(p) {
 			lowPorts[p] = true
 			return p, nil
 		}
@@ -51,7 +54,8 @@ func FreeLowPort(host string) (int, error) {
 	return 0, fmt.Errorf("find a free port below 32768 on %s: 500 tries failed", host)
 }
 
-func portFree(addr string) error {
+// Check says whether addr can be listened on right now.
+func Check(addr string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

@@ -1,6 +1,6 @@
 //go:build unix
 
-package devstack
+package freeport
 
 import (
 	"os"
@@ -16,7 +16,7 @@ import (
 const portHold = 5 * time.Minute
 
 // reservePort reserves port p for this process against the others of
-// this host that use FreeLowPort, for portHold: an exclusive flock on a
+// this host that use Low, for portHold: an exclusive flock on a
 // file named after the port, which the kernel releases if the process
 // dies. It reports false when another process holds p.
 func reservePort(p int) bool {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package devstack
+package freeport
 
 import (
 	"os"
