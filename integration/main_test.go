@@ -95,7 +95,12 @@ func setParallelUnlessGiven(n int) {
 
 func run(m *testing.M) int {
 	// The Temporal server runs in a child process built without the race
-	// detector (package stackproc); the worker, in this one, with it.
+	// detector (package stackproc); the worker, in this one, with it. Its
+	// build does not count against the stack's start below.
+	if err := stackproc.Prepare(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	app.UseEmbedded(stackproc.Start)
 	dir, err := os.MkdirTemp("", "smsorch-integration-")
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/stackspec"
@@ -57,11 +59,21 @@ func TestAChildThatCannotStartSaysWhy(t *testing.T) {
 	defer func() { _ = busy.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err = Start(ctx, stackspec.Request{FrontendAddress: busy.Addr().String(), UIAddress: "off", DataDir: t.TempDir()}, zap.NewNop())
+	core, logs := observer.New(zapcore.WarnLevel)
+	_, err = Start(ctx, stackspec.Request{FrontendAddress: busy.Addr().String(), UIAddress: "off", DataDir: t.TempDir()}, zap.New(core))
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "the dev stack did not start")
 	require.Contains(t, err.Error(), "the Temporal frontend cannot listen on "+busy.Addr().String())
 	require.Contains(t, err.Error(), "devstack.log ends:")
+	require.Equal(t, 1, logs.FilterMessageSnippet("cannot listen on "+busy.Addr().String()).Len(),
+		"the child's lines reach the parent's log, as the server's reach the worker's: %v", logs.All())
+}
+
+// A child's builds drop -race from GOFLAGS: the child program has no
+// files under it, and the devstack tests would build themselves again.
+func TestWithoutRaceKeepsTheOtherFlags(t *testing.T) {
+	got := WithoutRace([]string{"HOME=/root", "GOFLAGS=-race -mod=mod -race=true", "GOFLAGSX=-race"})
+	require.Equal(t, []string{"HOME=/root", "GOFLAGS=-mod=mod", "GOFLAGSX=-race"}, got)
 }
 
 // TestMain builds the child program before m.Run, so that a cold build

@@ -149,6 +149,11 @@ func ClientConfig(cert tls.Certificate, pool *x509.CertPool, name string) *tls.C
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12}
 }
 
+// ReadyPrefix starts the line of stdout on which a stack started in a
+// child process reports Ready: a line the server printed itself is not
+// taken for it.
+const ReadyPrefix = "devstackd ready: "
+
 // Ready is what a stack started in a child process reports once it
 // answers (package stackproc).
 type Ready struct {

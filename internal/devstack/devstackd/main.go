@@ -7,8 +7,9 @@
 //
 //	devstackd -request '{"frontendAddress":"127.0.0.1:0","dataDir":"/tmp/x"}'
 //
-// It writes one JSON line to stdout once the stack answers (Ready), logs
-// to stderr, and stops the stack when its stdin closes or on SIGTERM.
+// It writes one line to stdout once the stack answers (ReadyPrefix and
+// Ready in JSON), logs to stderr, and stops the stack when its stdin
+// closes or on SIGTERM.
 package main
 
 import (
@@ -32,35 +33,41 @@ func main() {
 
 func run() int {
 	request := flag.String("request", "", "the stack to start: a stackspec.Request as JSON")
+	level := flag.String("log-level", "info", "debug, info, warn or error")
 	flag.Parse()
 	var req stackspec.Request
 	if err := json.Unmarshal([]byte(*request), &req); err != nil {
 		fmt.Fprintf(os.Stderr, "devstackd: -request is not a stack request in JSON: %v\n", err)
 		return 2
 	}
-	log, err := logging.New(logging.Options{})
+	log, err := logging.New(logging.Options{Level: *level})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devstackd:", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// The parent closes stdin to stop the stack, or dies, which closes it
+	// too: while the stack starts as well as after.
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
 	s, err := devstack.Embed(ctx, req, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devstackd:", err)
 		return 1
 	}
 	ready := stackspec.Ready{FrontendAddress: s.FrontendAddress(), UIURL: s.UIURL(), Namespace: s.Namespace(), State: s.State(), ClientTLS: s.ClientTLS() != nil}
-	if err := json.NewEncoder(os.Stdout).Encode(ready); err != nil {
+	line, err := json.Marshal(ready)
+	if err == nil {
+		_, err = fmt.Fprintf(os.Stdout, "%s%s\n", stackspec.ReadyPrefix, line)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "devstackd: tell the parent the stack is ready:", err)
 		_ = s.Stop()
 		return 1
 	}
-	// The parent closes stdin to stop the stack, or dies, which closes it too.
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
-	}()
 	<-ctx.Done()
 	if err := s.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "devstackd: stop the stack:", err)
