@@ -153,7 +153,7 @@ func TestRecordHistories(t *testing.T) {
 		// search fails follows the message the ledger says the provider
 		// accepted. Only a run that meets the branch records the marker.
 		{"v1-reset-searches-down-follows-the-ledgers-answer.json", func(t *testing.T) string {
-			in, newRun := resetThenLookupsDown(t)
+			in, newRun := resetThenLookupsDown(t, stack) // the recording runs alone
 			_, _ = resultWithin(t, stack.Client.GetWorkflow(ctx, in.Key, newRun), 2*time.Minute)
 			return in.Key
 		}},

@@ -24,7 +24,13 @@ import (
 // history reads a run's events.
 func history(t *testing.T, key, runID string) []*historypb.HistoryEvent {
 	t.Helper()
-	it := stack.Client.GetWorkflowHistory(context.Background(), key, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	return historyOn(t, stack.Client, key, runID)
+}
+
+// historyOn is history through another stack's client.
+func historyOn(t *testing.T, c client.Client, key, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), key, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var out []*historypb.HistoryEvent
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -38,9 +44,15 @@ func history(t *testing.T, key, runID string) []*historypb.HistoryEvent {
 // type, and returns the history then.
 func historyWith(t *testing.T, key string, typ enumspb.EventType, within time.Duration) []*historypb.HistoryEvent {
 	t.Helper()
+	return historyWithOn(t, stack.Client, key, typ, within)
+}
+
+// historyWithOn is historyWith through another stack's client.
+func historyWithOn(t *testing.T, c client.Client, key string, typ enumspb.EventType, within time.Duration) []*historypb.HistoryEvent {
+	t.Helper()
 	var events []*historypb.HistoryEvent
 	require.Eventually(t, func() bool {
-		events = history(t, key, "")
+		events = historyOn(t, c, key, "")
 		for _, ev := range events {
 			if ev.GetEventType() == typ {
 				return true
@@ -73,10 +85,16 @@ func firstTaskCompleted(t *testing.T, events []*historypb.HistoryEvent, after fu
 // at eventID, as the web UI's Reset does, and returns the new run's id.
 func reset(t *testing.T, key string, eventID int64) string {
 	t.Helper()
-	d, err := stack.Client.DescribeWorkflowExecution(context.Background(), key, "")
+	return resetOn(t, stack, key, eventID)
+}
+
+// resetOn is reset on another stack.
+func resetOn(t *testing.T, a *app.App, key string, eventID int64) string {
+	t.Helper()
+	d, err := a.Client.DescribeWorkflowExecution(context.Background(), key, "")
 	require.NoError(t, err)
-	resp, err := stack.Client.WorkflowService().ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace:                 stack.Namespace,
+	resp, err := a.Client.WorkflowService().ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 a.Namespace,
 		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: key, RunId: d.GetWorkflowExecutionInfo().GetExecution().GetRunId()},
 		Reason:                    "operator reset after a bug fix",
 		WorkflowTaskFinishEventId: eventID,
@@ -255,19 +273,25 @@ func TestA401AfterAnUnknownSendyAttemptIsNotFailed(t *testing.T) {
 // the input and the new run's id.
 func resetAccepted(t *testing.T, faults ...simulator.Fault) (contract.Input, string) {
 	t.Helper()
+	return resetAcceptedOn(t, stack, faults...)
+}
+
+// resetAcceptedOn is resetAccepted on another stack.
+func resetAcceptedOn(t *testing.T, a *app.App, faults ...simulator.Fault) (contract.Input, string) {
+	t.Helper()
 	in := input(provider.Bird, newKey("shipped"))
 	// Delivered late: the Send's first look finds it not delivered yet,
 	// so the run is accepted and not settled when it is reset.
-	fault(t, simulator.Fault{Kind: simulator.SlowDelivery, Provider: "bird", Key: in.Key, Delay: simulator.Duration(5 * time.Second)})
-	_, err := start(context.Background(), in)
+	require.NoError(t, a.Sim.AddFault(simulator.Fault{Kind: simulator.SlowDelivery, Provider: "bird", Key: in.Key, Delay: simulator.Duration(5 * time.Second)}))
+	_, err := startOn(context.Background(), a.Client, in)
 	require.NoError(t, err)
-	events := historyWith(t, in.Key, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 20*time.Second)
-	require.Len(t, messages(provider.Bird, in.Key), 1)
+	events := historyWithOn(t, a.Client, in.Key, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 20*time.Second)
+	require.Len(t, a.Sim.Messages(simulator.Filter{Provider: "bird", Key: in.Key}), 1)
 	for _, f := range faults {
 		f.Provider, f.Key = "bird", in.Key
-		fault(t, f)
+		require.NoError(t, a.Sim.AddFault(f))
 	}
-	return in, reset(t, in.Key, firstTaskCompleted(t, events, nil))
+	return in, resetOn(t, a, in.Key, firstTaskCompleted(t, events, nil))
 }
 
 // resetThen401 resets an accepted run with the credential rotated away:
@@ -277,18 +301,20 @@ func resetThen401(t *testing.T) (contract.Input, string) {
 	return resetAccepted(t, simulator.Fault{Kind: simulator.Unauthorized, Rate: 1})
 }
 
-// resetThenLookupsDown resets an accepted run with every send of its key
-// answered 503 until the key's window closes and every read of its
-// messages failing: the new run's search before any resend fails. Once
-// the new run follows the message the ledger holds, reads work again.
-func resetThenLookupsDown(t *testing.T) (contract.Input, string) {
+// resetThenLookupsDown resets an accepted run on a with every send of
+// its key answered 503 until the key's window closes and every read of
+// its messages failing: the new run's search before any resend fails.
+// Once the new run follows the message the ledger holds, reads work
+// again. A failed read of Bird's list fails every search whose page
+// holds the key's message: the parallel tests take a stack of their own.
+func resetThenLookupsDown(t *testing.T, a *app.App) (contract.Input, string) {
 	t.Helper()
-	in, newRun := resetAccepted(t, simulator.Fault{Kind: simulator.Unavailable, Rate: 1}, simulator.Fault{Kind: simulator.LookupsDown, Rate: 1})
+	in, newRun := resetAcceptedOn(t, a, simulator.Fault{Kind: simulator.Unavailable, Rate: 1}, simulator.Fault{Kind: simulator.LookupsDown, Rate: 1})
 	require.Eventually(t, func() bool {
-		s, err := queryState(context.Background(), stack.Client, in.Key)
+		s, err := queryState(context.Background(), a.Client, in.Key)
 		return err == nil && strings.Contains(timelineText(s), "the ledger holds bird's accepted answer")
 	}, time.Minute, 100*time.Millisecond, "the new run did not follow the message the ledger holds")
-	sim().ClearFaultsFor(in.Key)
+	a.Sim.ClearFaultsFor(in.Key)
 	return in, newRun
 }
 
@@ -300,15 +326,16 @@ func resetThenLookupsDown(t *testing.T) (contract.Input, string) {
 // cancellation then ended the run Cancelled; fixed in SendSMS version 1).
 func TestAResetRunWhoseSearchFailsFollowsTheMessageTheLedgerHolds(t *testing.T) {
 	t.Parallel()
-	in, newRun := resetThenLookupsDown(t)
-	res, err := resultWithin(t, stack.Client.GetWorkflow(context.Background(), in.Key, newRun), 2*time.Minute)
+	own := ownStack(t, policy, 17)
+	in, newRun := resetThenLookupsDown(t, own)
+	res, err := resultOn(t, own.Client, own.Client.GetWorkflow(context.Background(), in.Key, newRun), 2*time.Minute)
 	require.NoError(t, err, res.Reason)
 	require.Equal(t, contract.Delivered, res.State, res.Reason)
 	require.False(t, res.OutcomeUnknown, res.Reason)
-	old := messages(provider.Bird, in.Key)
+	old := own.Sim.Messages(simulator.Filter{Provider: "bird", Key: in.Key})
 	require.Len(t, old, 1, "one message, and no second send")
 	require.Equal(t, []string{old[0].ID}, res.MessageIDs)
-	require.Equal(t, "Delivered", settledAs(t, in.Key))
+	require.Equal(t, "Delivered", settledOn(t, own.Ledger, in.Key))
 }
 
 // A run that a reset made is refused (401) where the run it replaced was
