@@ -115,9 +115,10 @@ var (
 		simulator.InProgress, simulator.FailDelivery, simulator.Unauthorized,
 	}
 	// Sendy's contract has no unstored answer: concurrent requests with
-	// one key end in one message, with no window for a second.
+	// one key end in one message, with no window for a second. Its 5xx
+	// may have taken effect (Committed5xx, the retry then replays).
 	sendyKinds = []simulator.Kind{
-		simulator.DropAfterCommit, simulator.DropAfterCommit, simulator.Hang, simulator.Hang,
+		simulator.DropAfterCommit, simulator.Committed5xx, simulator.Hang, simulator.Hang,
 		simulator.Error5xx, simulator.Unavailable, simulator.RateLimit, simulator.FailDelivery,
 		simulator.Undeliver, simulator.Unauthorized,
 	}
@@ -253,10 +254,15 @@ func (sc *Scenario) sendFault(r *rand.Rand, prov string) (simulator.Kind, time.D
 		case simulator.LockExpiry, simulator.InProgress:
 			k = simulator.Hang // Bird's lock has no Sendy twin
 		case simulator.Unstored:
-			k = simulator.Error5xx
+			k = simulator.Committed5xx
 		}
-	} else if k == simulator.Undeliver {
-		k = simulator.FailDelivery
+	} else {
+		switch k {
+		case simulator.Undeliver:
+			k = simulator.FailDelivery
+		case simulator.Committed5xx:
+			k = simulator.Unstored // Bird stores no 5xx answer
+		}
 	}
 	switch k {
 	case simulator.Hang, simulator.LockExpiry:

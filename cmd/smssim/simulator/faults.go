@@ -28,6 +28,11 @@ const (
 	LockExpiry Kind = "lock_expiry"
 	// Error5xx: a 500 before execution; nothing happens.
 	Error5xx Kind = "error_5xx"
+	// Committed5xx: the send takes effect and its answer is stored for
+	// replay, then the client gets a 500 (Sendy only: its contract says a
+	// 5xx may or may not have taken effect; Bird does not store a 5xx
+	// answer, which is Unstored). A retry with the key gets the replay.
+	Committed5xx Kind = "committed_5xx"
 	// Unavailable: a 503 before execution; on Bird with code E01033.
 	Unavailable Kind = "unavailable"
 	// RateLimit: a 429 with Retry-After: Delay (default 1 s), not processed.
@@ -52,12 +57,12 @@ const (
 )
 
 // Kinds lists every fault kind.
-var Kinds = []Kind{DropAfterCommit, Unstored, Hang, LockExpiry, Error5xx, Unavailable, RateLimit, InProgress, FailDelivery, Undeliver, Unauthorized, SlowDelivery, LookupsDown}
+var Kinds = []Kind{DropAfterCommit, Unstored, Hang, LockExpiry, Error5xx, Committed5xx, Unavailable, RateLimit, InProgress, FailDelivery, Undeliver, Unauthorized, SlowDelivery, LookupsDown}
 
 // birdOnly and sendyOnly name faults that only one contract defines.
 var (
 	birdOnly  = map[Kind]bool{LockExpiry: true, InProgress: true}
-	sendyOnly = map[Kind]bool{Undeliver: true}
+	sendyOnly = map[Kind]bool{Undeliver: true, Committed5xx: true}
 )
 
 // DefaultHang is the wait of Hang and LockExpiry when Delay is zero.

@@ -203,7 +203,7 @@ func (s *Server) sendySend(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	switch fault {
-	case Unstored:
+	case Unstored, Committed5xx:
 		answer(http.StatusInternalServerError, sendyError("INTERNAL", "internal error"), false, m.ID)
 	case DropAfterCommit:
 		s.finish(rec, 0, false, fault, m.ID)

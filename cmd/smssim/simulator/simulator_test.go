@@ -193,6 +193,22 @@ func TestFaultUnstored(t *testing.T) {
 	}
 }
 
+// Sendy's 500 after the send took effect and its answer was stored: the
+// retry with the key is answered by the replay, and one message exists.
+func TestFaultCommitted5xx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fault(t, Fault{Kind: Committed5xx, Provider: Sendy})
+	require.Equal(t, http.StatusInternalServerError, b.sendy("k").status)
+	require.Len(t, b.sim.Messages(Filter{Provider: Sendy, Key: "k"}), 1, "the send took effect")
+	again := b.sendy("k")
+	require.Equal(t, http.StatusOK, again.status, "the stored answer is replayed")
+	require.True(t, b.sim.Requests(Filter{Provider: Sendy})[1].Replay)
+	require.Len(t, b.sim.Messages(Filter{Provider: Sendy, Key: "k"}), 1)
+	require.Equal(t, string(Committed5xx), b.sim.Requests(Filter{Provider: Sendy})[0].Fault)
+	require.ErrorContains(t, Fault{Kind: Committed5xx, Provider: Bird}.Validate(), "only in Sendy's contract")
+}
+
 func TestFaultHangHoldsTheLock(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
