@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -67,6 +68,24 @@ func TestAChildThatCannotStartSaysWhy(t *testing.T) {
 	require.Contains(t, err.Error(), "devstack.log ends:")
 	require.Equal(t, 1, logs.FilterMessageSnippet("cannot listen on "+busy.Addr().String()).Len(),
 		"the child's lines reach the parent's log, as the server's reach the worker's: %v", logs.All())
+}
+
+// Without a data directory the child's log is in a temporary one: the
+// error still quotes its end, and the directory is gone after.
+func TestAChildWithoutADataDirectoryKeepsItsLogForTheError(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = busy.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = Start(ctx, stackspec.Request{FrontendAddress: busy.Addr().String(), UIAddress: "off"}, zap.NewNop())
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "the Temporal frontend cannot listen on "+busy.Addr().String())
+	m := regexp.MustCompile(`\n(\S+devstack\.log) ends:`).FindStringSubmatch(err.Error())
+	require.NotNil(t, m, err.Error())
+	_, statErr := os.Stat(filepath.Dir(m[1]))
+	require.True(t, os.IsNotExist(statErr), "the temporary directory is removed: %v", statErr)
 }
 
 // A child's builds drop -race from GOFLAGS: the child program has no
