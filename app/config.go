@@ -101,6 +101,10 @@ type Config struct {
 	// signed every server's and client's certificate. TemporalTLSServerName
 	// is the name clients check; default the certificate's first DNS name.
 	TemporalTLSCert, TemporalTLSKey, TemporalTLSCA, TemporalTLSServerName string
+	// TemporalTLSAnyClient lets every client certificate of the CA call
+	// every API; by default the roles each certificate names (OUs
+	// smsorch-worker, -intake, -operator, -admin) decide what it may call.
+	TemporalTLSAnyClient bool
 	// FrontendWithoutTLS lets a server-only frontend listen in plain gRPC
 	// on an address other than loopback: only where no one else reaches
 	// it (a container network whose port is not published).
@@ -566,6 +570,9 @@ func (c Config) validateTemporalTLS() error {
 	if c.TemporalTLSServerName != "" && given == 0 {
 		return errors.New("--temporal-tls-server-name names the server in its TLS certificate: use it with --temporal-tls-cert, --temporal-tls-key and --temporal-tls-ca")
 	}
+	if c.TemporalTLSAnyClient && given == 0 {
+		return errors.New("--temporal-tls-any-client turns off the roles that client certificates name, and without mutual TLS (--temporal-tls-cert, --temporal-tls-key and --temporal-tls-ca) no client has a certificate: give the TLS flags, or leave it out")
+	}
 	if !c.ServerOnly || given > 0 || c.FrontendWithoutTLS {
 		return nil
 	}
@@ -604,6 +611,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TemporalTLSKey, "temporal-tls-key", "", "the private key of --temporal-tls-cert (PEM)")
 	fs.StringVar(&c.TemporalTLSCA, "temporal-tls-ca", "", "the CA certificate (PEM) that signed the certificates of the servers and of every client: a client without one is refused")
 	fs.StringVar(&c.TemporalTLSServerName, "temporal-tls-server-name", "", "the name clients check in the servers' certificate (default its first DNS name)")
+	fs.BoolVar(&c.TemporalTLSAnyClient, "temporal-tls-any-client", false, "with mutual TLS, let every client certificate of the CA call every API; by default the roles a certificate names as OUs (smsorch-worker, smsorch-intake, smsorch-operator, smsorch-admin) decide what it may call, and the servers' own certificate is the admin (docs/security.md)")
 	fs.BoolVar(&c.FrontendWithoutTLS, "frontend-without-tls", false, "server-only mode: let the frontend listen in plain gRPC on an address other than loopback, where only a private network reaches it (a container network whose port is not published)")
 	fs.StringVar(&c.UIAddress, "ui", defaults.UIAddress, `dev, server-only and ui-only modes: the Temporal web UI address, or "off"`)
 	fs.StringVar(&c.SimulatorAddress, "simulator", DefaultSimulatorAddress, `dev mode: the provider simulator address, or "off" to use the configured providers`)

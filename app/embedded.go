@@ -64,7 +64,7 @@ func (c Config) embeddedRequest(codecEndpoint string) stackspec.Request {
 		Database: c.TemporalDB, BroadcastAddress: c.BroadcastAddress, CodecEndpoint: codecEndpoint,
 	}
 	if c.TemporalTLSCert != "" {
-		req.TLS = &stackspec.TLS{CertFile: c.TemporalTLSCert, KeyFile: c.TemporalTLSKey, CAFile: c.TemporalTLSCA, ServerName: c.TemporalTLSServerName}
+		req.TLS = &stackspec.TLS{CertFile: c.TemporalTLSCert, KeyFile: c.TemporalTLSKey, CAFile: c.TemporalTLSCA, ServerName: c.TemporalTLSServerName, AnyClient: c.TemporalTLSAnyClient}
 	}
 	return req
 }

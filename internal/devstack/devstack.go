@@ -226,9 +226,12 @@ type Stack struct {
 	// name they check in the server's certificate.
 	clientTLS *tls.Config
 	tlsName   string
-	stopOnce  sync.Once
-	stopping  atomic.Bool // the server's warnings are dropped from here on
-	stopErr   error
+	// selfCert is the servers' own certificate (DER): with roles on, the
+	// admin (access.go).
+	selfCert []byte
+	stopOnce sync.Once
+	stopping atomic.Bool // the server's warnings are dropped from here on
+	stopErr  error
 }
 
 // FrontendAddress is the host:port SDK clients dial.
@@ -285,7 +288,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.clientTLS, s.tlsName = stackspec.ClientConfig(cert, pool, name), name
+		s.clientTLS, s.tlsName, s.selfCert = stackspec.ClientConfig(cert, pool, name), name, cert.Certificate[0]
 	}
 	if cfg.Database == "" {
 		// The server's database holds every run's history: the

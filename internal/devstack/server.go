@@ -139,13 +139,20 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 		conf.Global.TLS = serverConfig(s.cfg.TLS, s.tlsName)
 	}
 
-	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
-	if err != nil {
-		return nil, fmt.Errorf("build the server authorizer: %w", err)
-	}
-	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
-	if err != nil {
-		return nil, fmt.Errorf("build the server claim mapper: %w", err)
+	var authorizer authorization.Authorizer
+	var claimMapper authorization.ClaimMapper
+	if s.cfg.TLS != nil && !s.cfg.TLS.AnyClient {
+		// The roles in client certificates decide each call (access.go).
+		a := &access{namespace: s.cfg.Namespace, self: s.selfCert}
+		authorizer, claimMapper = a, a
+	} else {
+		var err error
+		if authorizer, err = authorization.GetAuthorizerFromConfig(&conf.Global.Authorization); err != nil {
+			return nil, fmt.Errorf("build the server authorizer: %w", err)
+		}
+		if claimMapper, err = authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger); err != nil {
+			return nil, fmt.Errorf("build the server claim mapper: %w", err)
+		}
 	}
 	dyn := dynamicconfig.StaticClient{
 		// Search attributes added at start are usable at once.

@@ -33,7 +33,7 @@ import (
 func TestStackWithMutualTLSAnswersOnlyClientsOfItsCA(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	files, err := pki.Generate(filepath.Join(dir, "pki"), []string{"temporal.internal"}, []net.IP{net.IPv4(127, 0, 0, 1)}, "worker")
+	files, err := pki.Generate(filepath.Join(dir, "pki"), []string{"temporal.internal"}, []net.IP{net.IPv4(127, 0, 0, 1)}, "worker", pki.RoleWorker)
 	require.NoError(t, err)
 	stranger, err := pki.Generate(filepath.Join(dir, "other"), []string{"temporal.internal"}, nil, "mallory")
 	require.NoError(t, err)

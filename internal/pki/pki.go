@@ -3,6 +3,11 @@
 // frontend and the connections between servers), and client certificates
 // for the workers, the web UI and the tools. The drill and the tests use
 // it; a deployment brings its own CA.
+//
+// A client certificate names what its holder may do as roles, in the
+// organizational units (OU) of its subject; the embedded Temporal
+// server's authorizer grants each role the least it needs (package
+// devstack, docs/security.md).
 package pki
 
 import (
@@ -21,17 +26,33 @@ import (
 	"time"
 )
 
+// The roles a client certificate can carry, each as an OU of its subject.
+const (
+	// RoleWorker polls the namespace's task queues and completes tasks.
+	RoleWorker = "smsorch-worker"
+	// RoleIntake starts SendSMS runs and reads them.
+	RoleIntake = "smsorch-intake"
+	// RoleOperator reads runs and sends them decisions (signals, updates).
+	RoleOperator = "smsorch-operator"
+	// RoleAdmin may call anything: namespace settings, terminate, reset.
+	RoleAdmin = "smsorch-admin"
+)
+
+// Roles are every role, least to most.
+var Roles = []string{RoleWorker, RoleIntake, RoleOperator, RoleAdmin}
+
 // Files are the PEM files Generate wrote.
 type Files struct {
-	CA                    string // the CA's certificate
+	CA, CAKey             string // the CA's certificate and key
 	ServerCert, ServerKey string // the servers' certificate and key
 	ClientCert, ClientKey string // a client's certificate and key
 }
 
 // Generate writes a new CA into dir, a server certificate for the DNS
 // names and IPs given (the first name is the one clients check), and a
-// client certificate named client, all valid for a day.
-func Generate(dir string, names []string, ips []net.IP, client string) (Files, error) {
+// client certificate named client with the roles given, all valid for a
+// day.
+func Generate(dir string, names []string, ips []net.IP, client string, roles ...string) (Files, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Files{}, err
 	}
@@ -50,47 +71,104 @@ func Generate(dir string, names []string, ips []net.IP, client string) (Files, e
 		return Files{}, err
 	}
 	ca, _ = x509.ParseCertificate(caDER)
-	f := Files{CA: filepath.Join(dir, "ca.pem")}
+	f := Files{CA: filepath.Join(dir, "ca.pem"), CAKey: filepath.Join(dir, "ca-key.pem")}
 	if err := writePEM(f.CA, "CERTIFICATE", caDER); err != nil {
 		return f, err
 	}
-	leaf := func(name string, cn string, usages []x509.ExtKeyUsage, dns []string, ips []net.IP) (string, string, error) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return "", "", err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages, DNSNames: dns, IPAddresses: ips,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return "", "", err
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			return "", "", err
-		}
-		cert, keyFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
-		if err := writePEM(cert, "CERTIFICATE", der); err != nil {
-			return "", "", err
-		}
-		return cert, keyFile, writePEM(keyFile, "PRIVATE KEY", keyDER)
+	caKeyDER, err := x509.MarshalPKCS8PrivateKey(caKey)
+	if err != nil {
+		return f, err
+	}
+	if err := writePEM(f.CAKey, "PRIVATE KEY", caKeyDER); err != nil {
+		return f, err
 	}
 	cn := "temporal"
 	if len(names) > 0 {
 		cn = names[0]
 	}
-	f.ServerCert, f.ServerKey, err = leaf("server", cn, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, names, ips)
+	iss := issuer{dir: dir, ca: ca, key: caKey, notAfter: now.Add(24 * time.Hour)}
+	f.ServerCert, f.ServerKey, err = iss.leaf("server", pkix.Name{CommonName: cn}, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, names, ips)
 	if err != nil {
 		return f, fmt.Errorf("make the server certificate: %w", err)
 	}
-	f.ClientCert, f.ClientKey, err = leaf(client, client, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, nil)
+	f.ClientCert, f.ClientKey, err = iss.leaf(client, pkix.Name{CommonName: client, OrganizationalUnit: roles}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, nil)
 	if err != nil {
 		return f, fmt.Errorf("make the client certificate: %w", err)
 	}
 	return f, nil
+}
+
+// Issue writes into the CA's directory a client certificate named name
+// with the roles given, signed by the CA of f, valid for a day, and
+// returns f with it as the client's.
+func (f Files) Issue(name string, roles ...string) (Files, error) {
+	ca, err := readCert(f.CA)
+	if err != nil {
+		return f, err
+	}
+	keyPEM, err := os.ReadFile(f.CAKey)
+	if err != nil {
+		return f, err
+	}
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		return f, fmt.Errorf("the CA key %s holds no PEM block", f.CAKey)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return f, fmt.Errorf("the CA key %s: %w", f.CAKey, err)
+	}
+	iss := issuer{dir: filepath.Dir(f.CA), ca: ca, key: key, notAfter: time.Now().Add(24 * time.Hour)}
+	f.ClientCert, f.ClientKey, err = iss.leaf(name, pkix.Name{CommonName: name, OrganizationalUnit: roles}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, nil)
+	if err != nil {
+		return f, fmt.Errorf("make the client certificate %s: %w", name, err)
+	}
+	return f, nil
+}
+
+// issuer signs certificates with a CA and writes them into dir.
+type issuer struct {
+	dir      string
+	ca       *x509.Certificate
+	key      any
+	notAfter time.Time
+}
+
+func (iss issuer) leaf(name string, subject pkix.Name, usages []x509.ExtKeyUsage, dns []string, ips []net.IP) (string, string, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: subject,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: iss.notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages, DNSNames: dns, IPAddresses: ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, iss.ca, &key.PublicKey, iss.key)
+	if err != nil {
+		return "", "", err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	cert, keyFile := filepath.Join(iss.dir, name+".pem"), filepath.Join(iss.dir, name+"-key.pem")
+	if err := writePEM(cert, "CERTIFICATE", der); err != nil {
+		return "", "", err
+	}
+	return cert, keyFile, writePEM(keyFile, "PRIVATE KEY", keyDER)
+}
+
+func readCert(path string) (*x509.Certificate, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return x509.ParseCertificate(block.Bytes)
 }
 
 // ClientTLS is the client's settings for a Go client: its certificate,

@@ -84,6 +84,11 @@ type TLS struct {
 	// default the certificate's first DNS name. Several servers of one
 	// cluster share it, so they may share one certificate.
 	ServerName string
+	// AnyClient lets every certificate of the CA call every API. By
+	// default the roles a client certificate names (its OUs, package
+	// pki) decide what it may call, and the servers' own certificate is
+	// the admin.
+	AnyClient bool
 }
 
 // Load reads the files and says what is wrong with them.

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -59,7 +61,7 @@ func (d *drill) temporalEnv() []string {
 	return env
 }
 
-// clientTLS is what the drill's own client presents: the workers'
+// clientTLS is what the drill's own client presents: an admin's
 // certificate in the cluster, nothing in dev mode.
 func (d *drill) clientTLS() *tls.Config {
 	if d.tls == nil {
@@ -87,7 +89,27 @@ func (d *drill) refusesStrangers(ctx context.Context) error {
 			}
 		}
 	}
-	d.logf("each server refused a client without a certificate of the cluster's CA (plain gRPC, and TLS without one)")
+	// The workers' certificate (worker, intake, operator) may not
+	// terminate: that takes the admin's.
+	conf, err := d.certs.ClientTLS(clusterName)
+	if err != nil {
+		return err
+	}
+	for _, f := range d.frontends {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err := client.DialContext(cctx, client.Options{HostPort: f, Logger: logging.SDK(zap.NewNop()), ConnectionOptions: client.ConnectionOptions{TLS: conf}})
+		if err == nil {
+			_, err = c.WorkflowService().TerminateWorkflowExecution(cctx, &workflowservice.TerminateWorkflowExecutionRequest{
+				Namespace: client.DefaultNamespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: "smsdrill-no-such-run"}})
+			c.Close()
+		}
+		cancel()
+		var denied *serviceerror.PermissionDenied
+		if !errors.As(err, &denied) {
+			return fmt.Errorf("drill: the Temporal server at %s let the workers' certificate terminate a run (want a refusal, got %v)", f, err)
+		}
+	}
+	d.logf("each server refused a client without a certificate of the cluster's CA (plain gRPC, and TLS without one), and the workers' certificate a terminate")
 	return nil
 }
 
@@ -122,12 +144,19 @@ func (d *drill) startProcesses(ctx context.Context) error {
 		if d.temporalDB, err = pgdb.Name(d.cfg.Postgres, fmt.Sprintf("smsdrill_%d", d.cfg.Seed), "temporal"); err != nil {
 			return err
 		}
-		certs, err := pki.Generate(filepath.Join(d.cfg.Dir, "pki"), []string{clusterName}, nil, "worker")
+		// The drill itself resets runs, as an admin does; the workers
+		// (each serving an intake) and smsctl get a certificate with the
+		// roles they need.
+		admin, err := pki.Generate(filepath.Join(d.cfg.Dir, "pki"), []string{clusterName}, nil, "drill", pki.RoleAdmin)
 		if err != nil {
 			return fmt.Errorf("drill: make the cluster's certificates: %w", err)
 		}
-		if d.tls, err = certs.ClientTLS(clusterName); err != nil {
+		if d.tls, err = admin.ClientTLS(clusterName); err != nil {
 			return fmt.Errorf("drill: the cluster's certificates: %w", err)
+		}
+		certs, err := admin.Issue("worker", pki.RoleWorker, pki.RoleIntake, pki.RoleOperator)
+		if err != nil {
+			return fmt.Errorf("drill: make the workers' certificate: %w", err)
 		}
 		d.certs = &certs
 	}
