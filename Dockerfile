@@ -20,9 +20,13 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -tags nodevstack -o /out/w
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/smsorch-temporal ./worker
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/smssim ./cmd/smssim
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/smsctl ./cmd/smsctl
+# Mount points of the certificate volumes, the nonroot user's: a new
+# volume takes its owner from the image's directory (docker-compose.yml).
+RUN mkdir -p /rootfs/tls /rootfs/certs/ca /rootfs/certs/temporal /rootfs/certs/worker /rootfs/certs/intake /rootfs/certs/ui && chmod -R 700 /rootfs/tls /rootfs/certs
 
 FROM gcr.io/distroless/static-debian13:nonroot
 ENV PATH=/usr/local/bin
 COPY --from=build /out/ /usr/local/bin/
+COPY --from=build --chown=65532:65532 /rootfs/ /
 USER 65532:65532
 CMD ["worker", "--help"]

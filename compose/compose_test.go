@@ -24,6 +24,7 @@ import (
 	"github.com/acme/smsorch/app"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/internal/devstack/defaults"
+	"github.com/acme/smsorch/internal/pki"
 	"github.com/acme/smsorch/internal/stackproc"
 	"github.com/acme/smsorch/ledger"
 )
@@ -236,8 +237,8 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		t.Cleanup(func() { app.UseEmbedded(nil) })
 		for _, name := range ours {
 			s := f.Services[name]
-			if s.Command[0] == "smssim" {
-				continue // its own flags; the rehearsal starts it
+			if s.Command[0] == "smssim" || s.Command[0] == "smsctl" {
+				continue // their own flags; the rehearsal starts them
 			}
 			require.Contains(t, []string{"worker", "smsorch-temporal"}, s.Command[0], name)
 			for k, v := range s.Environment {
@@ -300,13 +301,72 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		require.False(t, cfg.IntakeProxies[0].Contains(other), "another container of the network, %s, is no proxy", other)
 	})
 
+	t.Run("Temporal speaks mutual TLS and each client holds its own certificate", func(t *testing.T) {
+		server := f.Services["temporal"]
+		require.NotContains(t, server.Command, "--frontend-without-tls")
+		require.NotContains(t, server.Command, "--temporal-tls-any-client", "the roles in certificates decide each call")
+		for _, a := range []string{"--temporal-tls-cert=/tls/cert.pem", "--temporal-tls-key=/tls/key.pem", "--temporal-tls-ca=/tls/ca.pem"} {
+			require.Contains(t, server.Command, a)
+		}
+		require.Equal(t, map[string]DependsOn{"postgres": {"service_healthy"}, "certs": {"service_completed_successfully"}}, server.DependsOn)
+		certs := f.Services["certs"]
+		require.Equal(t, []string{"smsctl", "certs", "--dir=/certs", "--server-name=temporal"}, certs.Command)
+		// Each service mounts its own certificate's volume, read-only, and
+		// only the certs service the CA's key (pki).
+		want := map[string]string{"temporal": "tls-temporal", "worker": "tls-worker", "intake": "tls-intake", "temporal-ui": "tls-ui"}
+		for name, s := range f.Services {
+			for _, v := range s.Volumes {
+				vol := strings.Split(v, ":")[0]
+				if strings.HasPrefix(vol, "tls-") || vol == "pki" {
+					require.Contains(t, f.Volumes, vol)
+					if name == "certs" {
+						continue
+					}
+					require.Equal(t, want[name]+":/tls:ro", v, "%s mounts its own certificate only, read-only", name)
+				}
+			}
+		}
+		for name, vol := range want {
+			require.Contains(t, f.Services[name].Volumes, vol+":/tls:ro", name)
+			require.Contains(t, certs.Volumes, vol+":/certs/"+strings.TrimPrefix(vol, "tls-"), "the certs service writes %s's", name)
+		}
+		require.Contains(t, certs.Volumes, "pki:/certs/"+pki.CADir)
+		// The certs service writes what the others read.
+		for _, sc := range pki.StackCerts {
+			if sc.Dir != pki.CADir {
+				require.Contains(t, f.Volumes, "tls-"+sc.Dir, "a volume for %s's certificate", sc.Dir)
+			}
+		}
+		for _, name := range []string{"worker", "intake", "temporal-ui"} {
+			e := f.Services[name].Environment
+			require.Equal(t, "/tls/cert.pem", e["TEMPORAL_TLS_CLIENT_CERT_PATH"], name)
+			require.Equal(t, "/tls/key.pem", e["TEMPORAL_TLS_CLIENT_KEY_PATH"], name)
+			require.Equal(t, "/tls/ca.pem", e["TEMPORAL_TLS_SERVER_CA_CERT_PATH"], name)
+			require.Equal(t, "temporal", e["TEMPORAL_TLS_SERVER_NAME"], name)
+		}
+		df, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+		require.NoError(t, err)
+		for _, p := range []string{"/rootfs/tls", "/rootfs/certs/ca", "/rootfs/certs/temporal", "/rootfs/certs/worker", "/rootfs/certs/intake", "/rootfs/certs/ui"} {
+			require.Contains(t, string(df), p, "the image holds the mount point %s, owned by its user", p)
+		}
+		require.Contains(t, string(df), "COPY --from=build --chown=65532:65532 /rootfs/ /")
+	})
+
 	t.Run("start order and health checks", func(t *testing.T) {
 		for _, name := range ours {
 			s := f.Services[name]
+			if s.OneShot() {
+				require.Nil(t, s.Healthcheck, "%s runs once: its dependents wait for it to finish", name)
+				continue
+			}
 			require.NotNil(t, s.Healthcheck, name)
 			require.Equal(t, []string{"CMD", "worker", "healthcheck"}, s.Healthcheck.Test[:3], "%s: the image has no shell; the binary checks", name)
 			for dep, cond := range s.DependsOn {
-				require.Equal(t, "service_healthy", cond.Condition, "%s waits for %s to be healthy", name, dep)
+				want := "service_healthy"
+				if f.Services[dep].OneShot() {
+					want = "service_completed_successfully"
+				}
+				require.Equal(t, want, cond.Condition, "%s waits for %s", name, dep)
 			}
 		}
 		for _, name := range []string{"worker", "intake", "temporal-ui"} {
@@ -371,7 +431,7 @@ func variablesTheCodeReads(t *testing.T) map[string]bool {
 		require.NoError(t, err)
 		sdk.Write(b)
 	}
-	for _, k := range []string{"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"} {
+	for _, k := range []string{"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_TLS_SERVER_NAME"} {
 		if strings.Contains(sdk.String(), `"`+k+`"`) {
 			read[k] = true
 		}

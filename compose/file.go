@@ -42,7 +42,14 @@ type Service struct {
 	SecurityOpt     []string               `yaml:"security_opt"`
 	PidsLimit       int                    `yaml:"pids_limit"`
 	MemLimit        string                 `yaml:"mem_limit"`
+	// Volumes are VOLUME:PATH[:ro] mounts.
+	Volumes []string `yaml:"volumes"`
+	Restart string   `yaml:"restart"`
 }
+
+// OneShot says the service runs once to completion at each start (its
+// dependents wait with service_completed_successfully).
+func (s Service) OneShot() bool { return s.Restart == "no" }
 
 // DependsOn is a start condition: service_started, service_healthy or
 // service_completed_successfully.

@@ -38,8 +38,6 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/acme/smsorch/app"
@@ -144,7 +142,19 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 			if dep == "postgres" {
 				continue // the machine's, up
 			}
+			if f.Services[dep].OneShot() {
+				require.Equal(t, "service_completed_successfully", cond.Condition, "%s waits for the one-shot %s to finish", name, dep)
+				continue
+			}
 			require.Equal(t, "service_healthy", cond.Condition, "%s waits for %s's health check", name, dep)
+		}
+		if s.OneShot() {
+			c := start(t, bins, dir, name+"-1", s, addrs[name][0], hosts)
+			err := <-c.done
+			log, _ := os.ReadFile(c.logPath)
+			require.NoError(t, err, "the one-shot %s fails:\n%s", name, tail(log))
+			t.Logf("%s: %s", name, strings.TrimSpace(string(log)))
+			continue
 		}
 		for i, ip := range addrs[name] {
 			c := start(t, bins, dir, fmt.Sprintf("%s-%d", name, i+1), s, ip, hosts)
@@ -180,15 +190,19 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, "signed event: %s", got)
 
 	// smsctl, with the intake's environment (docker compose exec intake smsctl …).
-	smsOut := smsctl(t, ctx, bins, f.Services["intake"], addrs["intake"][0], hosts, "wait", "order-58213-shipped")
+	smsOut := smsctl(t, ctx, bins, dir, f.Services["intake"], addrs["intake"][0], hosts, "wait", "order-58213-shipped")
 	require.Contains(t, smsOut, "Delivered", "the event was delivered: %s", smsOut)
-	smsOut = smsctl(t, ctx, bins, f.Services["intake"], addrs["intake"][0], hosts, "status", "order-58213-shipped")
+	smsOut = smsctl(t, ctx, bins, dir, f.Services["intake"], addrs["intake"][0], hosts, "status", "order-58213-shipped")
 	require.Contains(t, smsOut, sms.MaskPhone("+31612345678"), "smsctl decodes the run with the keys: %s", smsOut)
 
 	// The run's input is sealed in Temporal; the codec server opens it for the token.
-	raw, err := client.Dial(client.Options{HostPort: hosts["temporal"] + ":7233", Logger: logging.SDK(zap.NewNop())})
-	require.NoError(t, err)
+	// Read with the admin's certificate, which the certs service left
+	// beside the CA for the person who runs the stack.
+	frontend := hosts["temporal"] + ":7233"
+	pkiDir := filepath.Join(dir, "volumes", "pki")
+	raw := temporalClient(t, ctx, frontend, filepath.Join(pkiDir, "admin.pem"), filepath.Join(pkiDir, "admin-key.pem"), filepath.Join(pkiDir, "ca.pem"))
 	defer raw.Close()
+	refusesWhatRolesDoNotAllow(t, ctx, dir, frontend)
 	hist := raw.GetWorkflowHistory(ctx, "order-58213-shipped", "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	first, err := hist.Next()
 	require.NoError(t, err)
@@ -250,6 +264,14 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	t.Logf("PostgreSQL connections of the stack: %d now, %d at most by its pools", conns, budget)
 	require.LessOrEqual(t, conns, budget)
 	require.LessOrEqual(t, budget, 85, "the pools leave room under PostgreSQL's default 100 (3 kept for superusers) for an operator")
+
+	// No service was refused a call it makes: the roles of its
+	// certificate cover what it does.
+	for _, c := range running {
+		log, err := os.ReadFile(c.logPath)
+		require.NoError(t, err)
+		require.NotContains(t, string(log), "Request unauthorized", "%s was refused a call: its certificate's roles are short of what it does", c.name)
+	}
 
 	// docker compose down: SIGTERM, in reverse order, within each grace period.
 	for i := len(running) - 1; i >= 0; i-- {
@@ -383,19 +405,58 @@ func rewrite(s, ip string, hosts map[string]string) string {
 	return s
 }
 
+// mounts maps the paths where a container sees its volumes to where
+// they are here: each volume a directory under dir/volumes, linked into
+// the container's own root directory.
+type mounts struct {
+	root string
+	tops []string // the first component of each mount's path
+}
+
+func mount(t *testing.T, dir, name string, s Service) mounts {
+	t.Helper()
+	m := mounts{root: filepath.Join(dir, name+"-root")}
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		require.True(t, len(parts) == 2 || len(parts) == 3 && parts[2] == "ro", "%s: a volume is VOLUME:PATH[:ro], got %q", name, v)
+		require.True(t, strings.HasPrefix(parts[1], "/"), "%s mounts %q at an absolute path", name, v)
+		host := filepath.Join(dir, "volumes", parts[0])
+		require.NoError(t, os.MkdirAll(host, 0o700))
+		link := filepath.Join(m.root, parts[1])
+		require.NoError(t, os.MkdirAll(filepath.Dir(link), 0o700))
+		if err := os.Symlink(host, link); err != nil && !os.IsExist(err) {
+			require.NoError(t, err)
+		}
+		if top := "/" + strings.SplitN(parts[1][1:], "/", 2)[0]; !slices.Contains(m.tops, top) {
+			m.tops = append(m.tops, top)
+		}
+	}
+	return m
+}
+
+// path rewrites the container's paths in an argument or a value.
+func (m mounts) path(s string) string {
+	for _, top := range m.tops {
+		re := regexp.MustCompile(`(^|=)` + regexp.QuoteMeta(top) + `(/|$)`)
+		s = re.ReplaceAllString(s, "${1}"+m.root+top+"${2}")
+	}
+	return s
+}
+
 func start(t *testing.T, bins map[string]string, dir, name string, s Service, ip string, hosts map[string]string) *container {
 	t.Helper()
 	require.NotEmpty(t, s.Command, "%s has a command", name)
 	bin, ok := bins[s.Command[0]]
 	require.True(t, ok, "%s runs %s, which the Dockerfile does not build", name, s.Command[0])
+	m := mount(t, dir, name, s)
 	args := make([]string, 0, len(s.Command)-1)
 	for _, a := range s.Command[1:] {
-		args = append(args, rewrite(a, ip, hosts))
+		args = append(args, m.path(rewrite(a, ip, hosts)))
 	}
 	// A container's environment: the file's, and nothing of ours.
 	env := []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
 	for k, v := range s.Environment {
-		env = append(env, k+"="+rewrite(v, ip, hosts))
+		env = append(env, k+"="+m.path(rewrite(v, ip, hosts)))
 	}
 	c := &container{name: name, logPath: filepath.Join(dir, name+".log"), bins: bins, grace: 10 * time.Second, done: make(chan error, 1)}
 	if s.StopGracePeriod != "" {
@@ -403,9 +464,11 @@ func start(t *testing.T, bins map[string]string, dir, name string, s Service, ip
 		c.grace, err = time.ParseDuration(s.StopGracePeriod)
 		require.NoError(t, err, "%s: stop_grace_period", name)
 	}
-	require.NotNil(t, s.Healthcheck, "%s has a health check", name)
-	for _, a := range s.Healthcheck.Test {
-		c.health = append(c.health, rewrite(a, ip, hosts))
+	require.True(t, s.OneShot() || s.Healthcheck != nil, "%s has a health check", name)
+	if s.Healthcheck != nil {
+		for _, a := range s.Healthcheck.Test {
+			c.health = append(c.health, rewrite(a, ip, hosts))
+		}
 	}
 	log, err := os.Create(c.logPath)
 	require.NoError(t, err)
@@ -480,11 +543,12 @@ func published(t *testing.T, s Service, port, ip string) string {
 
 // smsctl runs smsctl as `docker compose exec SERVICE smsctl …` would,
 // with the service's environment.
-func smsctl(t *testing.T, ctx context.Context, bins map[string]string, s Service, ip string, hosts map[string]string, args ...string) string {
+func smsctl(t *testing.T, ctx context.Context, bins map[string]string, dir string, s Service, ip string, hosts map[string]string, args ...string) string {
 	t.Helper()
+	m := mount(t, dir, "smsctl", s)
 	env := []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
 	for k, v := range s.Environment {
-		env = append(env, k+"="+rewrite(v, ip, hosts))
+		env = append(env, k+"="+m.path(rewrite(v, ip, hosts)))
 	}
 	cmd := exec.CommandContext(ctx, bins["smsctl"], args...)
 	cmd.Env = env

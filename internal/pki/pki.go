@@ -135,9 +135,15 @@ type issuer struct {
 }
 
 func (iss issuer) leaf(name string, subject pkix.Name, usages []x509.ExtKeyUsage, dns []string, ips []net.IP) (string, string, error) {
+	cert, keyFile := filepath.Join(iss.dir, name+".pem"), filepath.Join(iss.dir, name+"-key.pem")
+	return cert, keyFile, iss.write(cert, keyFile, subject, usages, dns, ips)
+}
+
+// write signs a new certificate and writes it and its key.
+func (iss issuer) write(cert, keyFile string, subject pkix.Name, usages []x509.ExtKeyUsage, dns []string, ips []net.IP) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return "", "", err
+		return err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(), Subject: subject,
@@ -146,17 +152,17 @@ func (iss issuer) leaf(name string, subject pkix.Name, usages []x509.ExtKeyUsage
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, iss.ca, &key.PublicKey, iss.key)
 	if err != nil {
-		return "", "", err
+		return err
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return "", "", err
+		return err
 	}
-	cert, keyFile := filepath.Join(iss.dir, name+".pem"), filepath.Join(iss.dir, name+"-key.pem")
-	if err := writePEM(cert, "CERTIFICATE", der); err != nil {
-		return "", "", err
+	// The key first: a certificate is only ever beside its own key.
+	if err := writePEM(keyFile, "PRIVATE KEY", keyDER); err != nil {
+		return err
 	}
-	return cert, keyFile, writePEM(keyFile, "PRIVATE KEY", keyDER)
+	return writePEM(cert, "CERTIFICATE", der)
 }
 
 func readCert(path string) (*x509.Certificate, error) {
@@ -209,5 +215,15 @@ func serial() *big.Int {
 }
 
 func writePEM(path, kind string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600)
+	return writeFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}))
+}
+
+// writeFile replaces path with b (mode 0600) at once: a process that
+// reads it meanwhile sees the old file or the new one.
+func writeFile(path string, b []byte) error {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -99,3 +99,22 @@ func TestCodecKeyPrintsAKeyTheWorkersAccept(t *testing.T) {
 	require.Equal(t, ExitInvalid, code)
 	require.Contains(t, errOut, "key id")
 }
+
+func TestCertsMakesTheStacksCertificatesOnceAndSaysWhich(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := run("certs", "--dir", dir)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "made ca/ca.pem, valid until ")
+	require.Contains(t, out, "made intake/cert.pem, valid until ")
+	require.Contains(t, out, "made ca/admin.pem")
+	code, out, _ = run("certs", "--dir", dir)
+	require.Equal(t, ExitOK, code)
+	require.NotContains(t, out, "made ", "a second start keeps them")
+	require.Contains(t, out, "kept temporal/cert.pem")
+	code, _, errOut = run("certs")
+	require.Equal(t, ExitInvalid, code)
+	require.Contains(t, errOut, "certs needs --dir")
+	code, _, errOut = run("certs", "--dir", dir, "--days", "20")
+	require.Equal(t, ExitInvalid, code)
+	require.Contains(t, errOut, "--days above 30")
+}

@@ -26,6 +26,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		"list":      {"--state", "--limit"},
 		"audit":     {"--ledger", "--simulator", "--bird-url", "--sendy-url"},
 		"codec-key": {"--id"},
+		"certs":     {"--dir", "--server-name", "--days", "--ca-days"},
 	} {
 		code, out, errOut := run(cmd, "--help")
 		require.Equal(t, ExitOK, code, "%s --help: %s", cmd, errOut)
