@@ -119,6 +119,8 @@ func TestValidateSaysWhatToFix(t *testing.T) {
 		{Config{ServerOnly: true, FrontendAddress: "10.0.0.7:7233", TemporalTLSCert: "server.pem"}, "go together"},
 		{Config{Dev: true, TemporalTLSServerName: "temporal"}, "use it with --temporal-tls-cert"},
 		{Config{ServerOnly: true, FrontendAddress: "127.0.0.1:7233", TemporalTLSAnyClient: true}, "--temporal-tls-any-client turns off the roles"},
+		{Config{ServerOnly: true, FrontendAddress: "127.0.0.1:7233", TemporalAPIKeysJWKS: "https://idp/jwks.json"}, "give all three"},
+		{Config{ServerOnly: true, FrontendAddress: "127.0.0.1:7233", TemporalTLSCert: "c", TemporalTLSKey: "k", TemporalTLSCA: "ca", TemporalAPIKeysJWKS: "https://idp/jwks.json", TemporalAPIKeysIssuer: "https://idp"}, "the issuer and audience every key must name"},
 		{Config{Sendy: SendyConfig{BaseURL: "https://sendy", Token: "t"}, TemporalTLSCert: "c", TemporalTLSKey: "k", TemporalTLSCA: "ca"}, "a worker or the web UI reaches a Temporal with mutual TLS through TEMPORAL_TLS_CLIENT_CERT_PATH"},
 	} {
 		require.ErrorContains(t, tc.cfg.WithDefaults().Validate(), tc.want)

@@ -105,6 +105,11 @@ type Config struct {
 	// every API; by default the roles each certificate names (OUs
 	// smsorch-worker, -intake, -operator, -admin) decide what it may call.
 	TemporalTLSAnyClient bool
+	// TemporalAPIKeysJWKS, in server modes with TLS, also takes clients
+	// that present an API key (a JWT signed by a key of this JSON Web Key
+	// Set, https://, http:// or file://) instead of a certificate; its
+	// issuer and audience, when set, must match (stackspec.APIKeys).
+	TemporalAPIKeysJWKS, TemporalAPIKeysIssuer, TemporalAPIKeysAudience string
 	// FrontendWithoutTLS lets a server-only frontend listen in plain gRPC
 	// on an address other than loopback: only where no one else reaches
 	// it (a container network whose port is not published).
@@ -570,6 +575,9 @@ func (c Config) validateTemporalTLS() error {
 	if c.TemporalTLSServerName != "" && given == 0 {
 		return errors.New("--temporal-tls-server-name names the server in its TLS certificate: use it with --temporal-tls-cert, --temporal-tls-key and --temporal-tls-ca")
 	}
+	if (c.TemporalAPIKeysJWKS != "" || c.TemporalAPIKeysIssuer != "" || c.TemporalAPIKeysAudience != "") && (given == 0 || c.TemporalTLSAnyClient || c.TemporalAPIKeysJWKS == "" || c.TemporalAPIKeysIssuer == "" || c.TemporalAPIKeysAudience == "") {
+		return errors.New("--temporal-api-keys-jwks, --temporal-api-keys-issuer and --temporal-api-keys-audience let clients present an API key instead of a certificate: give all three (the JWKS URL that holds the keys' signing keys, and the issuer and audience every key must name, so that a key made for another application does not open this Temporal), with the server's TLS (--temporal-tls-cert, --temporal-tls-key and --temporal-tls-ca, without --temporal-tls-any-client), so that a key never travels in plain")
+	}
 	if c.TemporalTLSAnyClient && given == 0 {
 		return errors.New("--temporal-tls-any-client turns off the roles that client certificates name, and without mutual TLS (--temporal-tls-cert, --temporal-tls-key and --temporal-tls-ca) no client has a certificate: give the TLS flags, or leave it out")
 	}
@@ -611,6 +619,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TemporalTLSKey, "temporal-tls-key", "", "the private key of --temporal-tls-cert (PEM)")
 	fs.StringVar(&c.TemporalTLSCA, "temporal-tls-ca", "", "the CA certificate (PEM) that signed the certificates of the servers and of every client: a client without one is refused")
 	fs.StringVar(&c.TemporalTLSServerName, "temporal-tls-server-name", "", "the name clients check in the servers' certificate (default its first DNS name)")
+	fs.StringVar(&c.TemporalAPIKeysJWKS, "temporal-api-keys-jwks", "", "dev and server-only modes with TLS: also take clients that present an API key (TEMPORAL_API_KEY: a JWT with sub, exp and the roles in \"smsorch_roles\") signed by a key of the JSON Web Key Set at this https://, file:// or loopback http:// URL (docs/security.md)")
+	fs.StringVar(&c.TemporalAPIKeysIssuer, "temporal-api-keys-issuer", "", "with --temporal-api-keys-jwks: the issuer (iss) every API key must name")
+	fs.StringVar(&c.TemporalAPIKeysAudience, "temporal-api-keys-audience", "", "with --temporal-api-keys-jwks: the audience (aud) every API key must name")
 	fs.BoolVar(&c.TemporalTLSAnyClient, "temporal-tls-any-client", false, "with mutual TLS, let every client certificate of the CA call every API; by default the roles a certificate names as OUs (smsorch-worker, smsorch-intake, smsorch-operator, smsorch-admin) decide what it may call, and the servers' own certificate is the admin (docs/security.md)")
 	fs.BoolVar(&c.FrontendWithoutTLS, "frontend-without-tls", false, "server-only mode: let the frontend listen in plain gRPC on an address other than loopback, where only a private network reaches it (a container network whose port is not published)")
 	fs.StringVar(&c.UIAddress, "ui", defaults.UIAddress, `dev, server-only and ui-only modes: the Temporal web UI address, or "off"`)

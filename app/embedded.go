@@ -66,6 +66,9 @@ func (c Config) embeddedRequest(codecEndpoint string) stackspec.Request {
 	if c.TemporalTLSCert != "" {
 		req.TLS = &stackspec.TLS{CertFile: c.TemporalTLSCert, KeyFile: c.TemporalTLSKey, CAFile: c.TemporalTLSCA, ServerName: c.TemporalTLSServerName, AnyClient: c.TemporalTLSAnyClient}
 	}
+	if c.TemporalAPIKeysJWKS != "" {
+		req.APIKeys = &stackspec.APIKeys{JWKS: c.TemporalAPIKeysJWKS, Issuer: c.TemporalAPIKeysIssuer, Audience: c.TemporalAPIKeysAudience}
+	}
 	return req
 }
 

@@ -265,12 +265,18 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	require.LessOrEqual(t, conns, budget)
 	require.LessOrEqual(t, budget, 85, "the pools leave room under PostgreSQL's default 100 (3 kept for superusers) for an operator")
 
-	// No service was refused a call it makes: the roles of its
-	// certificate cover what it does.
+	// No client of Temporal was refused a call it makes: the roles of its
+	// certificate cover what it does. (The servers log the refusals the
+	// checks above provoked.)
 	for _, c := range running {
+		if strings.HasPrefix(c.name, "temporal-") && !strings.HasPrefix(c.name, "temporal-ui-") {
+			continue
+		}
 		log, err := os.ReadFile(c.logPath)
 		require.NoError(t, err)
-		require.NotContains(t, string(log), "Request unauthorized", "%s was refused a call: its certificate's roles are short of what it does", c.name)
+		for _, refusal := range []string{"Request unauthorized", " takes smsorch-", "names no role", "needs a client certificate"} {
+			require.NotContains(t, string(log), refusal, "%s was refused a call: its certificate's roles are short of what it does", c.name)
+		}
 	}
 
 	// docker compose down: SIGTERM, in reverse order, within each grace period.

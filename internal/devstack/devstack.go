@@ -103,6 +103,9 @@ type Config struct {
 	ServerLogLevel string
 	// TLS, when set, makes every port of the server speak mutual TLS.
 	TLS *TLS
+	// APIKeys, when set (with TLS), also takes clients that present an
+	// API key instead of a certificate (stackspec.APIKeys).
+	APIKeys *stackspec.APIKeys
 }
 
 func (c Config) withDefaults() Config {
@@ -141,6 +144,17 @@ func (c Config) validate() error {
 	}
 	if _, err := zapcore.ParseLevel(c.ServerLogLevel); err != nil {
 		return fmt.Errorf("server log level %q is not known: use debug, info, warn or error", c.ServerLogLevel)
+	}
+	if k := c.APIKeys; k != nil {
+		if c.TLS == nil || c.TLS.AnyClient {
+			return errors.New("API keys need TLS with the roles on (an API key in plain gRPC could be read on the way): give the server's certificate, key and CA, without --temporal-tls-any-client")
+		}
+		if err := checkJWKSURI(k.JWKS); err != nil {
+			return err
+		}
+		if k.Issuer == "" || k.Audience == "" {
+			return errors.New("API keys need the issuer and the audience they must name (--temporal-api-keys-issuer, --temporal-api-keys-audience): a key your identity provider made for another application must not open this Temporal")
+		}
 	}
 	if c.Database != "" {
 		if !IsPostgres(c.Database) {
@@ -229,6 +243,11 @@ type Stack struct {
 	// selfCert is the servers' own certificate (DER): with roles on, the
 	// admin (access.go).
 	selfCert []byte
+	// internode are the history, matching and worker services' gRPC
+	// addresses (tests).
+	internode []string
+	// keys are the API keys' signing keys (Config.APIKeys).
+	keys     *jwks
 	stopOnce sync.Once
 	stopping atomic.Bool // the server's warnings are dropped from here on
 	stopErr  error
@@ -320,12 +339,19 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 	}
 
+	if cfg.APIKeys != nil {
+		if s.keys, err = openJWKS(ctx, cfg.APIKeys.JWKS, time.Minute, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
 	srv, err := s.buildServer(ctx, frontendHost, frontendPort)
 	if err != nil {
+		s.closeKeys()
 		return nil, err
 	}
 	s.server = srv
 	if err := srv.Start(); err != nil {
+		s.closeKeys()
 		return nil, fmt.Errorf("start the Temporal server: %w", err)
 	}
 	if s.ui != nil {
@@ -337,6 +363,12 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+func (s *Stack) closeKeys() {
+	if s.keys != nil {
+		s.keys.Close()
+	}
 }
 
 // Stop shuts the UI and the server down. It is safe to call more than once.
@@ -354,6 +386,7 @@ func (s *Stack) Stop() error {
 		if s.server != nil {
 			s.stopErr = s.server.Stop()
 		}
+		s.closeKeys()
 	})
 	return s.stopErr
 }

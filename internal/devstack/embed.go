@@ -30,7 +30,7 @@ func Embed(ctx context.Context, req stackspec.Request, log *zap.Logger) (stacksp
 		attrs = nil
 	}
 	s, err := Start(ctx, Config{
-		TLS:             req.TLS,
+		TLS: req.TLS, APIKeys: req.APIKeys,
 		FrontendAddress: req.FrontendAddress, UIAddress: req.UIAddress, DataDir: req.DataDir,
 		Database: req.Database, BroadcastAddress: req.BroadcastAddress,
 		SearchAttributes: attrs, Logger: log, CodecEndpoint: req.CodecEndpoint,

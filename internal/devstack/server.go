@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/server/common/membership/static"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/common/rpc/encryption"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
@@ -31,7 +32,7 @@ import (
 func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPort int) (temporal.Server, error) {
 	level, _ := zapcore.ParseLevel(s.cfg.ServerLogLevel) // checked in validate
 	logger := serverlog.NewZapLogger(s.cfg.Logger.Named("temporal-server").WithOptions(zap.IncreaseLevel(level),
-		zap.WrapCore(func(c zapcore.Core) zapcore.Core { return quietWhileStopping{c, &s.stopping} })))
+		zap.WrapCore(func(c zapcore.Core) zapcore.Core { return refusalsAtInfo{quietWhileStopping{c, &s.stopping}} })))
 	const clusterName = "active"
 	var conf config.Config
 
@@ -56,6 +57,7 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 	}
 	historyPort, matchingPort, workerPort := ports[0], ports[1], ports[2]
 	hostPort := func(p int) string { return net.JoinHostPort(frontendHost, strconv.Itoa(p)) }
+	s.internode = []string{hostPort(historyPort), hostPort(matchingPort), hostPort(workerPort)}
 	service := func(grpc, http int) config.Service {
 		return config.Service{RPC: config.RPC{GRPCPort: grpc, HTTPPort: http, BindOnIP: frontendHost}}
 	}
@@ -141,9 +143,18 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 
 	var authorizer authorization.Authorizer
 	var claimMapper authorization.ClaimMapper
+	var tlsProvider encryption.TLSConfigProvider
 	if s.cfg.TLS != nil && !s.cfg.TLS.AnyClient {
-		// The roles in client certificates decide each call (access.go).
+		// The roles in client certificates and API keys decide each call
+		// (access.go).
 		a := &access{namespace: s.cfg.Namespace, self: s.selfCert}
+		if k := s.cfg.APIKeys; k != nil {
+			a.keys, a.issuer, a.audience = s.keys, k.Issuer, k.Audience
+		}
+		var err error
+		if tlsProvider, err = rolesTLS(conf.Global.TLS, s.selfCert, s.cfg.APIKeys != nil, logger); err != nil {
+			return nil, err
+		}
 		authorizer, claimMapper = a, a
 	} else {
 		var err error
@@ -169,6 +180,9 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 		// over four (the providers' request limits rely on it).
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+		// A refusal of the roles (access.go) reaches the caller with its
+		// reason as the message, not a bare "Request unauthorized.".
+		dynamicconfig.ExposeAuthorizerErrors.Key(): true,
 	}
 	opts := []temporal.ServerOption{
 		temporal.WithConfig(&conf),
@@ -180,6 +194,9 @@ func (s *Stack) buildServer(ctx context.Context, frontendHost string, frontendPo
 	}
 	if hosts != nil {
 		opts = append(opts, hosts)
+	}
+	if tlsProvider != nil {
+		opts = append(opts, temporal.WithTLSConfigFactory(tlsProvider))
 	}
 	srv, err := temporal.NewServer(opts...)
 	if err != nil {
@@ -247,3 +264,21 @@ func (c quietWhileStopping) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *za
 func (c quietWhileStopping) With(f []zapcore.Field) zapcore.Core {
 	return quietWhileStopping{c.Core.With(f), c.stopping}
 }
+
+// refusalsAtInfo logs the roles' refusals (access.go), which the server
+// logs as errors ("Authorization error"), at info: a refusal is the
+// caller's to read (its message says why) and no fault of the server,
+// and anyone who reaches the frontend could otherwise fill its error log.
+type refusalsAtInfo struct{ zapcore.Core }
+
+// authorizationError is the server's message for an authorizer's error.
+const authorizationError = "Authorization error"
+
+func (c refusalsAtInfo) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Message == authorizationError && e.Level > zapcore.InfoLevel {
+		e.Level = zapcore.InfoLevel
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c refusalsAtInfo) With(f []zapcore.Field) zapcore.Core { return refusalsAtInfo{c.Core.With(f)} }

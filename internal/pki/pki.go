@@ -36,6 +36,10 @@ const (
 	RoleOperator = "smsorch-operator"
 	// RoleAdmin may call anything: namespace settings, terminate, reset.
 	RoleAdmin = "smsorch-admin"
+	// RoleServer is a Temporal server of the cluster: it alone reaches
+	// the services between the servers, and is the admin at the
+	// frontend. Servers that share one certificate need not name it.
+	RoleServer = "smsorch-server"
 )
 
 // Roles are every role, least to most.
@@ -222,7 +226,20 @@ func writePEM(path, kind string, der []byte) error {
 // reads it meanwhile sees the old file or the new one.
 func writeFile(path string, b []byte) error {
 	tmp := path + ".new"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	_ = os.Remove(tmp) // one left by a crash may have another mode
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)

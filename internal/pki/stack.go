@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -66,9 +67,14 @@ type Made struct {
 // EnsureStack makes what is missing of a stack's certificates in dir,
 // and keeps what is there: a CA valid for caValidity, and the
 // certificates of StackCerts valid for validity, made anew when missing,
-// not signed by the CA, for other names or roles, or within Renewal of
-// their end. names are the DNS names of the servers (the first is the
-// one clients check).
+// not signed by the CA, not matching their key, for other names or
+// roles, or within Renewal of their end. names are the DNS names of the
+// servers (the first is the one clients check).
+//
+// A CA brought without its key (ca.pem alone) signs nothing here: every
+// certificate must then be there and current, else EnsureStack says which
+// is not. A CA within Renewal of its end is refused: its certificates
+// would be made anew at every start and then stop working together.
 func EnsureStack(dir string, names []string, caValidity, validity time.Duration, now time.Time) ([]Made, error) {
 	if len(names) == 0 {
 		return nil, errors.New("the servers' certificate needs a DNS name: the name clients reach Temporal by (docker-compose.yml: temporal)")
@@ -79,6 +85,9 @@ func EnsureStack(dir string, names []string, caValidity, validity time.Duration,
 	caPath, caKeyPath := filepath.Join(dir, CADir, CAFile), filepath.Join(dir, CADir, "ca-key.pem")
 	var made []Made
 	ca, caKey, err := loadCA(caPath, caKeyPath)
+	if errors.Is(err, errNoCAKey) {
+		return checkStack(dir, ca, names, now)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if ca, caKey, err = newCA(caPath, caKeyPath, now, caValidity); err != nil {
 			return nil, fmt.Errorf("make the CA in %s: %w", filepath.Dir(caPath), err)
@@ -88,6 +97,9 @@ func EnsureStack(dir string, names []string, caValidity, validity time.Duration,
 		return nil, err
 	} else {
 		made = append(made, Made{Path: caPath, NotAfter: ca.NotAfter})
+	}
+	if ca.NotAfter.Sub(now) <= Renewal {
+		return nil, fmt.Errorf("the CA %s ends on %s: make a new one (move %s and %s away; every certificate is then made anew) and restart the services", caPath, ca.NotAfter.UTC().Format("2006-01-02"), CAFile, "ca-key.pem")
 	}
 	caPEM, err := os.ReadFile(caPath)
 	if err != nil {
@@ -119,7 +131,7 @@ func EnsureStack(dir string, names []string, caValidity, validity time.Duration,
 		if sc.Dir == CADir {
 			subject.CommonName = "admin"
 		}
-		if have, ok := current(certPath, keyPath, pool, subject, dns, now); ok {
+		if have, ok := current(certPath, keyPath, pool, sc, names, now); ok {
 			made = append(made, Made{Path: certPath, NotAfter: have.NotAfter})
 			continue
 		}
@@ -137,26 +149,66 @@ func EnsureStack(dir string, names []string, caValidity, validity time.Duration,
 }
 
 // current is the certificate at path when it can stay: it loads with
-// its key, the CA signed it, its subject and names are as wanted, and it
-// is not within Renewal of its end.
-func current(path, keyPath string, pool *x509.CertPool, subject pkix.Name, dns []string, now time.Time) (*x509.Certificate, bool) {
-	c, err := readCert(path)
+// its key, the CA signed it, it names the roles of sc (a servers' one:
+// both usages and every name), and it is not within Renewal of its end.
+// Its common name is free: a certificate brought from elsewhere keeps
+// its own.
+func current(path, keyPath string, pool *x509.CertPool, sc StackCert, names []string, now time.Time) (*x509.Certificate, bool) {
+	pair, err := tls.LoadX509KeyPair(path, keyPath)
 	if err != nil {
 		return nil, false
 	}
-	if _, err := os.Stat(keyPath); err != nil {
+	c, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
 		return nil, false
 	}
-	if _, err := c.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+	usage := x509.ExtKeyUsageClientAuth
+	if sc.Server {
+		usage = x509.ExtKeyUsageServerAuth
+	}
+	if _, err := c.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
 		return nil, false
 	}
-	// The OUs as a set: DER sorts a SET OF by its encoding.
-	have, want := slices.Sorted(slices.Values(c.Subject.OrganizationalUnit)), slices.Sorted(slices.Values(subject.OrganizationalUnit))
-	if c.Subject.CommonName != subject.CommonName || !slices.Equal(have, want) || !slices.Equal(c.DNSNames, dns) {
-		return nil, false
+	if sc.Server {
+		for _, n := range names {
+			if !slices.Contains(c.DNSNames, n) {
+				return nil, false
+			}
+		}
+		if len(c.ExtKeyUsage) > 0 && !slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+			return nil, false
+		}
+	} else {
+		// The OUs as a set: DER sorts a SET OF by its encoding.
+		have, want := slices.Sorted(slices.Values(c.Subject.OrganizationalUnit)), slices.Sorted(slices.Values(sc.Roles))
+		if !slices.Equal(have, want) {
+			return nil, false
+		}
 	}
 	return c, c.NotAfter.Sub(now) > Renewal
 }
+
+// checkStack is EnsureStack for a CA without its key: it says what is
+// there, and fails on what is missing or not current.
+func checkStack(dir string, ca *x509.Certificate, names []string, now time.Time) ([]Made, error) {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	made := []Made{{Path: filepath.Join(dir, CADir, CAFile), NotAfter: ca.NotAfter}}
+	for _, sc := range StackCerts {
+		if sc.Dir == CADir {
+			continue // an admin's is the admin's business
+		}
+		certPath, keyPath := filepath.Join(dir, sc.Dir, CertFile), filepath.Join(dir, sc.Dir, KeyFile)
+		c, ok := current(certPath, keyPath, pool, sc, names, now)
+		if !ok {
+			return made, fmt.Errorf("%s is missing, expired or within 30 days of its end, not signed by the CA %s, not matching %s, or without the roles %v (servers: the names %v): the CA's key is not in %s, so nothing is made here; put a current certificate there", certPath, filepath.Join(dir, CADir, CAFile), keyPath, sc.Roles, names, filepath.Join(dir, CADir))
+		}
+		made = append(made, Made{Path: certPath, NotAfter: c.NotAfter})
+	}
+	return made, nil
+}
+
+var errNoCAKey = errors.New("the CA's key is not there")
 
 func loadCA(certPath, keyPath string) (*x509.Certificate, any, error) {
 	ca, err := readCert(certPath)
@@ -164,8 +216,11 @@ func loadCA(certPath, keyPath string) (*x509.Certificate, any, error) {
 		return nil, nil, err
 	}
 	b, err := os.ReadFile(keyPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ca, nil, errNoCAKey
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("the CA %s is there without its key: %w", certPath, err)
+		return nil, nil, err
 	}
 	block, _ := pem.Decode(b)
 	if block == nil {

@@ -40,6 +40,9 @@ type Request struct {
 	Namespace  string `json:"namespace,omitempty"`
 	// CodecEndpoint is the codec server the UI decodes payloads with.
 	CodecEndpoint string `json:"codecEndpoint,omitempty"`
+	// APIKeys lets clients prove who they are with an API key instead of
+	// a client certificate (server modes, with TLS).
+	APIKeys *APIKeys `json:"apiKeys,omitempty"`
 	// WithoutSearchAttributes leaves the project's search attributes
 	// unregistered, as on a cluster a worker prepares itself (tests).
 	WithoutSearchAttributes bool `json:"withoutSearchAttributes,omitempty"`
@@ -152,6 +155,19 @@ func readCA(path string) (*x509.CertPool, error) {
 // ClientConfig is what the process's own clients of the server present.
 func ClientConfig(cert tls.Certificate, pool *x509.CertPool, name string) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12}
+}
+
+// APIKeys are JWTs a client presents as "Authorization: Bearer KEY"
+// (TEMPORAL_API_KEY), as on Temporal Cloud: signed by a key of the JSON
+// Web Key Set at JWKS, with "sub", "exp" and the roles in the claim
+// "smsorch_roles". The frontend then also takes clients without a
+// certificate, and a key is refused saying why (expired, wrong signer,
+// no roles).
+type APIKeys struct {
+	// JWKS is where the signing keys are: https://, http:// or file://.
+	JWKS string
+	// Issuer and Audience, when set, must be the keys' "iss" and "aud".
+	Issuer, Audience string
 }
 
 // ReadyPrefix starts the line of stdout on which a stack started in a

@@ -89,8 +89,8 @@ func (d *drill) refusesStrangers(ctx context.Context) error {
 			}
 		}
 	}
-	// The workers' certificate (worker, intake, operator) may not
-	// terminate: that takes the admin's.
+	// The workers' certificate (worker, intake) may not terminate: that
+	// takes the admin's.
 	conf, err := d.certs.ClientTLS(clusterName)
 	if err != nil {
 		return err
@@ -144,9 +144,9 @@ func (d *drill) startProcesses(ctx context.Context) error {
 		if d.temporalDB, err = pgdb.Name(d.cfg.Postgres, fmt.Sprintf("smsdrill_%d", d.cfg.Seed), "temporal"); err != nil {
 			return err
 		}
-		// The drill itself resets runs, as an admin does; the workers
-		// (each serving an intake) and smsctl get a certificate with the
-		// roles they need.
+		// The drill itself resets runs and decides, as an admin does;
+		// the workers (each serving an intake) and smsctl's reads get the
+		// certificate compose gives the intake: worker and intake.
 		admin, err := pki.Generate(filepath.Join(d.cfg.Dir, "pki"), []string{clusterName}, nil, "drill", pki.RoleAdmin)
 		if err != nil {
 			return fmt.Errorf("drill: make the cluster's certificates: %w", err)
@@ -154,7 +154,7 @@ func (d *drill) startProcesses(ctx context.Context) error {
 		if d.tls, err = admin.ClientTLS(clusterName); err != nil {
 			return fmt.Errorf("drill: the cluster's certificates: %w", err)
 		}
-		certs, err := admin.Issue("worker", pki.RoleWorker, pki.RoleIntake, pki.RoleOperator)
+		certs, err := admin.Issue("worker", pki.RoleWorker, pki.RoleIntake)
 		if err != nil {
 			return fmt.Errorf("drill: make the workers' certificate: %w", err)
 		}
