@@ -60,30 +60,10 @@ func Generate(dir string, names []string, ips []net.IP, client string, roles ...
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Files{}, err
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return Files{}, err
-	}
 	now := time.Now()
-	ca := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: "smsorch test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return Files{}, err
-	}
-	ca, _ = x509.ParseCertificate(caDER)
 	f := Files{CA: filepath.Join(dir, "ca.pem"), CAKey: filepath.Join(dir, "ca-key.pem")}
-	if err := writePEM(f.CA, "CERTIFICATE", caDER); err != nil {
-		return f, err
-	}
-	caKeyDER, err := x509.MarshalPKCS8PrivateKey(caKey)
+	ca, caKey, err := newCA(f.CA, f.CAKey, now, 24*time.Hour)
 	if err != nil {
-		return f, err
-	}
-	if err := writePEM(f.CAKey, "PRIVATE KEY", caKeyDER); err != nil {
 		return f, err
 	}
 	cn := "temporal"
@@ -106,21 +86,9 @@ func Generate(dir string, names []string, ips []net.IP, client string, roles ...
 // with the roles given, signed by the CA of f, valid for a day, and
 // returns f with it as the client's.
 func (f Files) Issue(name string, roles ...string) (Files, error) {
-	ca, err := readCert(f.CA)
+	ca, key, err := loadCA(f.CA, f.CAKey)
 	if err != nil {
-		return f, err
-	}
-	keyPEM, err := os.ReadFile(f.CAKey)
-	if err != nil {
-		return f, err
-	}
-	block, _ := pem.Decode(keyPEM)
-	if block == nil {
-		return f, fmt.Errorf("the CA key %s holds no PEM block", f.CAKey)
-	}
-	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return f, fmt.Errorf("the CA key %s: %w", f.CAKey, err)
+		return f, fmt.Errorf("the CA %s: %w", f.CA, err)
 	}
 	iss := issuer{dir: filepath.Dir(f.CA), ca: ca, key: key, notAfter: time.Now().Add(24 * time.Hour)}
 	f.ClientCert, f.ClientKey, err = iss.leaf(name, pkix.Name{CommonName: name, OrganizationalUnit: roles}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, nil)

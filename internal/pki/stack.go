@@ -59,9 +59,9 @@ const Renewal = 30 * 24 * time.Hour
 
 // Made says what EnsureStack did with one certificate.
 type Made struct {
-	Path     string // the certificate's file
-	New      bool   // made now (else kept)
-	NotAfter time.Time
+	Path     string    `json:"path"` // the certificate's file
+	New      bool      `json:"new"`  // made now (else kept)
+	NotAfter time.Time `json:"notAfter"`
 }
 
 // EnsureStack makes what is missing of a stack's certificates in dir,

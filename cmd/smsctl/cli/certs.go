@@ -45,17 +45,8 @@ docker-compose.yml runs this at every "docker compose up".`,
 			if err != nil {
 				return fmt.Errorf("certificates in %s: %w", dir, err)
 			}
-			type row struct {
-				Path     string    `json:"path"`
-				New      bool      `json:"new"`
-				NotAfter time.Time `json:"notAfter"`
-			}
-			rows := make([]row, len(made))
-			for i, m := range made {
-				rows[i] = row{m.Path, m.New, m.NotAfter}
-			}
-			c.print(rows, func(w io.Writer) {
-				for _, r := range rows {
+			c.print(made, func(w io.Writer) {
+				for _, r := range made {
 					what := "kept"
 					if r.New {
 						what = "made"
