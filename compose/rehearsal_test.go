@@ -27,10 +27,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +44,7 @@ import (
 	"github.com/acme/smsorch/internal/devstack/defaults"
 	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/pgtest"
+	"github.com/acme/smsorch/internal/rehearse"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/sms"
 )
@@ -57,9 +56,9 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the rehearsal builds the image's binaries and starts the whole stack (about a minute)")
 	}
-	require.NoError(t, imageBinaries.err, "building the image's binaries from the Dockerfile's lines")
-	require.NotNil(t, imageBinaries.bins, "TestMain builds the image's binaries before this test runs")
-	bins, dir := imageBinaries.bins, t.TempDir()
+	require.NoError(t, imageBinaries.Err, "building the image's binaries from the Dockerfile's lines")
+	require.NotNil(t, imageBinaries.Bins, "TestMain builds the image's binaries before this test runs")
+	bins, dir := imageBinaries.Bins, t.TempDir()
 	// The image's worker has no embedded Temporal, and says where it is.
 	out, err := exec.Command(bins["worker"], "--dev", "--data-dir", dir).CombinedOutput()
 	require.Error(t, err)
@@ -130,10 +129,10 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	var running []*container
+	var running []*rehearse.Process
 	defer func() {
 		for i := len(running) - 1; i >= 0; i-- {
-			running[i].kill()
+			running[i].Kill()
 		}
 	}()
 	for _, name := range order {
@@ -149,21 +148,21 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 			require.Equal(t, "service_healthy", cond.Condition, "%s waits for %s's health check", name, dep)
 		}
 		if s.OneShot() {
-			c := start(t, bins, dir, name+"-1", s, addrs[name][0], hosts)
-			err := <-c.done
-			log, _ := os.ReadFile(c.logPath)
-			require.NoError(t, err, "the one-shot %s fails:\n%s", name, tail(log))
+			c := rehearse.Start(t, bins, dir, container(t, name+"-1", s), addrs[name][0], hosts)
+			err := c.Wait()
+			log, _ := os.ReadFile(c.LogPath)
+			require.NoError(t, err, "the one-shot %s fails:\n%s", name, rehearse.Tail(log))
 			t.Logf("%s: %s", name, strings.TrimSpace(string(log)))
 			continue
 		}
 		for i, ip := range addrs[name] {
-			c := start(t, bins, dir, fmt.Sprintf("%s-%d", name, i+1), s, ip, hosts)
+			c := rehearse.Start(t, bins, dir, container(t, fmt.Sprintf("%s-%d", name, i+1), s), ip, hosts)
 			running = append(running, c)
 		}
 		// Docker starts the replicas together and waits for each health check.
 		for _, c := range running {
-			if strings.HasPrefix(c.name, name+"-") {
-				c.waitHealthy(t, ctx)
+			if strings.HasPrefix(c.Name, name+"-") {
+				c.WaitHealthy(t, ctx)
 			}
 		}
 	}
@@ -190,9 +189,9 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, "signed event: %s", got)
 
 	// smsctl, with the intake's environment (docker compose exec intake smsctl …).
-	smsOut := smsctl(t, ctx, bins, dir, f.Services["intake"], addrs["intake"][0], hosts, "wait", "order-58213-shipped")
+	smsOut := rehearse.Exec(t, ctx, bins, dir, container(t, "intake", f.Services["intake"]), addrs["intake"][0], hosts, "smsctl", "wait", "order-58213-shipped")
 	require.Contains(t, smsOut, "Delivered", "the event was delivered: %s", smsOut)
-	smsOut = smsctl(t, ctx, bins, dir, f.Services["intake"], addrs["intake"][0], hosts, "status", "order-58213-shipped")
+	smsOut = rehearse.Exec(t, ctx, bins, dir, container(t, "intake", f.Services["intake"]), addrs["intake"][0], hosts, "smsctl", "status", "order-58213-shipped")
 	require.Contains(t, smsOut, sms.MaskPhone("+31612345678"), "smsctl decodes the run with the keys: %s", smsOut)
 
 	// The run's input is sealed in Temporal; the codec server opens it for the token.
@@ -269,83 +268,22 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	// certificate cover what it does. (The servers log the refusals the
 	// checks above provoked.)
 	for _, c := range running {
-		if strings.HasPrefix(c.name, "temporal-") && !strings.HasPrefix(c.name, "temporal-ui-") {
+		if strings.HasPrefix(c.Name, "temporal-") && !strings.HasPrefix(c.Name, "temporal-ui-") {
 			continue
 		}
-		log, err := os.ReadFile(c.logPath)
+		log, err := os.ReadFile(c.LogPath)
 		require.NoError(t, err)
 		for _, refusal := range []string{"Request unauthorized", " takes smsorch-", "names no role", "needs a client certificate"} {
-			require.NotContains(t, string(log), refusal, "%s was refused a call: its certificate's roles are short of what it does", c.name)
+			require.NotContains(t, string(log), refusal, "%s was refused a call: its certificate's roles are short of what it does", c.Name)
 		}
 	}
 
 	// docker compose down: SIGTERM, in reverse order, within each grace period.
 	for i := len(running) - 1; i >= 0; i-- {
 		c := running[i]
-		require.NoError(t, c.stop(), "%s stops cleanly on SIGTERM (log: %s)", c.name, c.logPath)
+		require.NoError(t, c.Stop(), "%s stops cleanly on SIGTERM (log: %s)", c.Name, c.LogPath)
 	}
 	running = nil
-}
-
-// buildTheImagesBinaries builds each binary the Dockerfile's RUN lines
-// build, into dir: the same package, build tags and link flags, in the
-// environment of this go test. Two of the lines' settings are left to
-// .ci/run, which builds every package with them before the tests:
-// CGO_ENABLED=0 and -trimpath. They make the binaries static and strip
-// this machine's paths from them; neither changes a command line, a
-// listener or a setting that docker-compose.yml gives, which is what the
-// rehearsal tries. Applied here they would compile all 1,800 packages of
-// the Temporal server a third time on a machine that built the dev stack
-// (once without -race, once with it for the tests): about 7 more minutes
-// on 2 cores for the README's test command.
-func buildTheImagesBinaries(dir string) (map[string]string, error) {
-	df, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
-	if err != nil {
-		return nil, err
-	}
-	line := regexp.MustCompile(`(?m)^RUN CGO_ENABLED=0 go build -trimpath (.*) -o /out/(\S+) (\./\S*)$`)
-	bins := map[string]string{}
-	for _, m := range line.FindAllStringSubmatch(string(df), -1) {
-		args := append([]string{"build"}, shellWords(m[1])...)
-		args = append(args, "-o", filepath.Join(dir, m[2]), m[3])
-		cmd := exec.Command("go", args...)
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, out)
-		}
-		bins[m[2]] = filepath.Join(dir, m[2])
-	}
-	if len(bins) == 0 {
-		return nil, fmt.Errorf("the Dockerfile builds its static binaries with RUN CGO_ENABLED=0 go build -trimpath … -o /out/NAME ./PKG; found no such line")
-	}
-	return bins, nil
-}
-
-// shellWords splits s as the shell does for the Dockerfile's simple
-// words: spaces separate, double quotes group (-ldflags="-s -w").
-func shellWords(s string) []string {
-	var out []string
-	var w strings.Builder
-	quoted, in := false, false
-	for _, r := range s {
-		switch {
-		case r == '"':
-			quoted, in = !quoted, true
-		case r == ' ' && !quoted:
-			if in {
-				out = append(out, w.String())
-				w.Reset()
-				in = false
-			}
-		default:
-			w.WriteRune(r)
-			in = true
-		}
-	}
-	if in {
-		out = append(out, w.String())
-	}
-	return out
 }
 
 // startOrder is the services to start, ours only (built from the
@@ -384,157 +322,6 @@ func startOrder(t *testing.T, f File) []string {
 	return order
 }
 
-// container is one running replica of a service.
-type container struct {
-	name, logPath string
-	cmd           *exec.Cmd
-	done          chan error
-	health        []string // the health check's command, as rewritten
-	bins          map[string]string
-	grace         time.Duration
-}
-
-// rewrite maps what a container sees to what a process here sees: 0.0.0.0
-// and 127.0.0.1 are the container's own address (where a port published
-// on the host's loopback appears here too), a service's name its first
-// container's.
-func rewrite(s, ip string, hosts map[string]string) string {
-	// Every interface, and the container's own loopback, are its address.
-	s = strings.ReplaceAll(s, "0.0.0.0:", ip+":")
-	s = strings.ReplaceAll(s, "127.0.0.1:", ip+":")
-	for name, h := range hosts {
-		re := regexp.MustCompile(`(^|[/@=,])` + regexp.QuoteMeta(name) + `:(\d+)($|[/,?])`)
-		for prev := ""; prev != s; { // again: a match takes the comma the next one starts with
-			prev, s = s, re.ReplaceAllString(s, "${1}"+h+":${2}${3}")
-		}
-	}
-	return s
-}
-
-// mounts maps the paths where a container sees its volumes to where
-// they are here: each volume a directory under dir/volumes, linked into
-// the container's own root directory.
-type mounts struct {
-	root string
-	tops []string // the first component of each mount's path
-}
-
-func mount(t *testing.T, dir, name string, s Service) mounts {
-	t.Helper()
-	m := mounts{root: filepath.Join(dir, name+"-root")}
-	for _, v := range s.Volumes {
-		parts := strings.Split(v, ":")
-		require.True(t, len(parts) == 2 || len(parts) == 3 && parts[2] == "ro", "%s: a volume is VOLUME:PATH[:ro], got %q", name, v)
-		require.True(t, strings.HasPrefix(parts[1], "/"), "%s mounts %q at an absolute path", name, v)
-		host := filepath.Join(dir, "volumes", parts[0])
-		require.NoError(t, os.MkdirAll(host, 0o700))
-		link := filepath.Join(m.root, parts[1])
-		require.NoError(t, os.MkdirAll(filepath.Dir(link), 0o700))
-		if err := os.Symlink(host, link); err != nil && !os.IsExist(err) {
-			require.NoError(t, err)
-		}
-		if top := "/" + strings.SplitN(parts[1][1:], "/", 2)[0]; !slices.Contains(m.tops, top) {
-			m.tops = append(m.tops, top)
-		}
-	}
-	return m
-}
-
-// path rewrites the container's paths in an argument or a value.
-func (m mounts) path(s string) string {
-	for _, top := range m.tops {
-		re := regexp.MustCompile(`(^|=)` + regexp.QuoteMeta(top) + `(/|$)`)
-		s = re.ReplaceAllString(s, "${1}"+m.root+top+"${2}")
-	}
-	return s
-}
-
-func start(t *testing.T, bins map[string]string, dir, name string, s Service, ip string, hosts map[string]string) *container {
-	t.Helper()
-	require.NotEmpty(t, s.Command, "%s has a command", name)
-	bin, ok := bins[s.Command[0]]
-	require.True(t, ok, "%s runs %s, which the Dockerfile does not build", name, s.Command[0])
-	m := mount(t, dir, name, s)
-	args := make([]string, 0, len(s.Command)-1)
-	for _, a := range s.Command[1:] {
-		args = append(args, m.path(rewrite(a, ip, hosts)))
-	}
-	// A container's environment: the file's, and nothing of ours.
-	env := []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
-	for k, v := range s.Environment {
-		env = append(env, k+"="+m.path(rewrite(v, ip, hosts)))
-	}
-	c := &container{name: name, logPath: filepath.Join(dir, name+".log"), bins: bins, grace: 10 * time.Second, done: make(chan error, 1)}
-	if s.StopGracePeriod != "" {
-		var err error
-		c.grace, err = time.ParseDuration(s.StopGracePeriod)
-		require.NoError(t, err, "%s: stop_grace_period", name)
-	}
-	require.True(t, s.OneShot() || s.Healthcheck != nil, "%s has a health check", name)
-	if s.Healthcheck != nil {
-		for _, a := range s.Healthcheck.Test {
-			c.health = append(c.health, rewrite(a, ip, hosts))
-		}
-	}
-	log, err := os.Create(c.logPath)
-	require.NoError(t, err)
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Env, c.cmd.Stdout, c.cmd.Stderr, c.cmd.Dir = env, log, log, dir
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, c.cmd.Start(), "%s: %s %s", name, bin, strings.Join(args, " "))
-	go func() {
-		c.done <- c.cmd.Wait()
-		_ = log.Close()
-	}()
-	return c
-}
-
-// waitHealthy runs the service's own health check until it passes.
-func (c *container) waitHealthy(t *testing.T, ctx context.Context) {
-	t.Helper()
-	require.Equal(t, "CMD", c.health[0], "%s: the image has no shell, so the health check is [CMD, …]", c.name)
-	bin, ok := c.bins[c.health[1]]
-	require.True(t, ok, "%s: the health check runs %s, which the image does not hold", c.name, c.health[1])
-	deadline := time.Now().Add(3 * time.Minute)
-	var last []byte
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-c.done:
-			c.done <- err
-			log, _ := os.ReadFile(c.logPath)
-			t.Fatalf("%s exited at start (%v):\n%s", c.name, err, tail(log))
-		default:
-		}
-		out, err := exec.CommandContext(ctx, bin, c.health[2:]...).CombinedOutput()
-		if err == nil {
-			return
-		}
-		last = out
-		time.Sleep(500 * time.Millisecond)
-	}
-	log, _ := os.ReadFile(c.logPath)
-	t.Fatalf("%s's health check did not pass in 3 minutes (%s); its log:\n%s", c.name, last, tail(log))
-}
-
-// stop is docker stop: SIGTERM, then SIGKILL after the grace period.
-func (c *container) stop() error {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-c.done:
-		c.done <- err
-		return err
-	case <-time.After(c.grace):
-		c.kill()
-		return fmt.Errorf("%s did not stop within its grace period %s", c.name, c.grace)
-	}
-}
-
-func (c *container) kill() {
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	err := <-c.done
-	c.done <- err
-}
-
 // published is where a published port's container listens here.
 func published(t *testing.T, s Service, port, ip string) string {
 	t.Helper()
@@ -545,22 +332,6 @@ func published(t *testing.T, s Service, port, ip string) string {
 	}
 	t.Fatalf("port %s is not published: %v", port, s.Ports)
 	return ""
-}
-
-// smsctl runs smsctl as `docker compose exec SERVICE smsctl …` would,
-// with the service's environment.
-func smsctl(t *testing.T, ctx context.Context, bins map[string]string, dir string, s Service, ip string, hosts map[string]string, args ...string) string {
-	t.Helper()
-	m := mount(t, dir, "smsctl", s)
-	env := []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
-	for k, v := range s.Environment {
-		env = append(env, k+"="+m.path(rewrite(v, ip, hosts)))
-	}
-	cmd := exec.CommandContext(ctx, bins["smsctl"], args...)
-	cmd.Env = env
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "smsctl %s: %s", strings.Join(args, " "), out)
-	return string(out)
 }
 
 func decodeStatus(t *testing.T, ctx context.Context, codecURL, token string, p *commonpb.Payloads) int {
@@ -623,28 +394,24 @@ func pgExec(ctx context.Context, dsn, sql string) (int64, error) {
 	return tag.RowsAffected(), err
 }
 
-// tail is the end of a log, enough to see why a process stopped.
-func tail(b []byte) string {
-	const n = 4000
-	if len(b) > n {
-		b = b[len(b)-n:]
+// container is what the file says of one replica of the service s.
+func container(t *testing.T, name string, s Service) rehearse.Container {
+	t.Helper()
+	c := rehearse.Container{Name: name, Command: s.Command, Env: s.Environment}
+	if s.StopGracePeriod != "" {
+		var err error
+		c.Grace, err = time.ParseDuration(s.StopGracePeriod)
+		require.NoError(t, err, "%s: stop_grace_period", name)
 	}
-	return string(b)
-}
-
-// What a container sees, mapped to what a process here sees.
-func TestRewriteMapsWhatAContainerSees(t *testing.T) {
-	hosts := map[string]string{"postgres": "127.0.0.1", "temporal": "127.0.1.1"}
-	for in, want := range map[string]string{
-		"--frontend=0.0.0.0:7233":     "--frontend=127.0.1.9:7233",
-		"--health=127.0.0.1:8090":     "--health=127.0.1.9:8090",
-		"temporal:7233":               "127.0.1.1:7233",
-		"temporal:7233,temporal:7233": "127.0.1.1:7233,127.0.1.1:7233",
-		"postgres://postgres:5432secret@postgres:5432/db?sslmode=no": "postgres://postgres:5432secret@127.0.0.1:5432/db?sslmode=no",
-		"http://simulator:8299":                     "http://simulator:8299", // not a service of this map
-		"--ui-codec-endpoint=http://127.0.0.1:8234": "--ui-codec-endpoint=http://127.0.1.9:8234",
-	} {
-		require.Equal(t, want, rewrite(in, "127.0.1.9", hosts), in)
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		require.True(t, len(parts) == 2 || len(parts) == 3 && parts[2] == "ro", "%s: a volume is VOLUME:PATH[:ro], got %q", name, v)
+		c.Mounts = append(c.Mounts, rehearse.Mount{Volume: parts[0], Path: parts[1]})
 	}
-	require.Equal(t, []string{"-trimpath", "-ldflags=-s -w", "-tags", "nodevstack"}, shellWords(`-trimpath -ldflags="-s -w" -tags nodevstack`))
+	require.True(t, s.OneShot() || s.Healthcheck != nil, "%s has a health check", name)
+	if s.Healthcheck != nil {
+		require.Equal(t, "CMD", s.Healthcheck.Test[0], "%s: the image has no shell, so the health check is [CMD, …]", name)
+		c.Health = s.Healthcheck.Test[1:]
+	}
+	return c
 }

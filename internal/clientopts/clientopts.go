@@ -6,8 +6,11 @@
 package clientopts
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"os"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -61,6 +64,9 @@ func Build(s Settings) (client.Options, error) {
 		if err != nil {
 			return opts, fmt.Errorf("read the Temporal connection settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, or a TEMPORAL_PROFILE): %w", err)
 		}
+		if err := apiKeyFile(s.Env, &opts); err != nil {
+			return opts, err
+		}
 	}
 	if s.Address != "" {
 		opts.HostPort = s.Address
@@ -104,4 +110,42 @@ func Build(s Settings) (client.Options, error) {
 		return opts, err
 	}
 	return opts, nil
+}
+
+// EnvAPIKeyFile names a file that holds the API key, as a Kubernetes
+// Secret mounts it: read at every call, so a rotated key is used
+// without a restart.
+const EnvAPIKeyFile = "TEMPORAL_API_KEY_FILE"
+
+// apiKeyFile applies TEMPORAL_API_KEY_FILE: the key is read now, so that
+// a missing or empty file stops the program at start, and again at
+// every call.
+func apiKeyFile(env envconfig.EnvLookup, opts *client.Options) error {
+	path, ok := env.LookupEnv(EnvAPIKeyFile)
+	if !ok || path == "" {
+		return nil
+	}
+	if v, ok := env.LookupEnv("TEMPORAL_API_KEY"); ok && v != "" {
+		return fmt.Errorf("both TEMPORAL_API_KEY and %s are set: give the API key one way", EnvAPIKeyFile)
+	}
+	read := func() (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("%s: read the API key: %w", EnvAPIKeyFile, err)
+		}
+		key := strings.TrimSpace(string(b))
+		if key == "" {
+			return "", fmt.Errorf("%s names %s, which is empty: write the API key into it", EnvAPIKeyFile, path)
+		}
+		return key, nil
+	}
+	if _, err := read(); err != nil {
+		return err
+	}
+	opts.Credentials = client.NewAPIKeyDynamicCredentials(func(context.Context) (string, error) { return read() })
+	if opts.ConnectionOptions.TLS == nil && !opts.ConnectionOptions.TLSDisabled {
+		// As envconfig does for TEMPORAL_API_KEY: a key goes over TLS.
+		opts.ConnectionOptions.TLS = &tls.Config{}
+	}
+	return nil
 }

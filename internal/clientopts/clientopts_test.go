@@ -1,6 +1,8 @@
 package clientopts
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,4 +58,24 @@ func TestFrontendListAndCodec(t *testing.T) {
 	opts, err = Build(Settings{Address: "127.0.0.1:7233", Codec: kr})
 	require.NoError(t, err)
 	require.NotEmpty(t, opts.ConnectionOptions.DialOptions, "the codec's interceptors are installed")
+}
+
+func TestAnAPIKeyFromAFileGoesOverTLSAndAFileThatCannotServeStopsTheStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "api-key")
+	require.NoError(t, os.WriteFile(key, []byte("eyJhbGciOi.key.sig\n"), 0o600))
+	opts, err := Build(Settings{Env: env{"TEMPORAL_ADDRESS": "eu-west-1.aws.api.temporal.io:7233", EnvAPIKeyFile: key}})
+	require.NoError(t, err)
+	require.NotNil(t, opts.Credentials, "the key in the file is the client's credential")
+	require.NotNil(t, opts.ConnectionOptions.TLS, "an API key goes over TLS")
+
+	_, err = Build(Settings{Env: env{EnvAPIKeyFile: key, "TEMPORAL_API_KEY": "other"}})
+	require.ErrorContains(t, err, "both TEMPORAL_API_KEY and TEMPORAL_API_KEY_FILE are set")
+	_, err = Build(Settings{Env: env{EnvAPIKeyFile: filepath.Join(dir, "missing")}})
+	require.ErrorContains(t, err, "TEMPORAL_API_KEY_FILE: read the API key")
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	_, err = Build(Settings{Env: env{EnvAPIKeyFile: empty}})
+	require.ErrorContains(t, err, "which is empty: write the API key into it")
 }
