@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/smsorch/app"
+	"github.com/acme/smsorch/cmd/smsctl/cli"
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/internal/devstack/defaults"
 	"github.com/acme/smsorch/internal/pki"
@@ -32,7 +33,7 @@ import (
 var composePath = filepath.Join("..", "docker-compose.yml")
 
 // secrets are the values .env.example leaves for the user to make.
-var secrets = []string{"POSTGRES_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret, app.EnvBirdAccessKey, app.EnvSendyToken}
+var secrets = []string{"POSTGRES_PASSWORD", "SMSORCH_DB_PASSWORD", "TEMPORAL_DB_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret, app.EnvBirdAccessKey, app.EnvSendyToken}
 
 // userEnv is .env.example with each secret filled in, as a user's .env.
 func userEnv(t *testing.T) map[string]string {
@@ -42,7 +43,7 @@ func userEnv(t *testing.T) map[string]string {
 	key, err := codec.NewKey("test")
 	require.NoError(t, err)
 	for _, k := range secrets {
-		env[k] = "a-secret-made-for-the-test-0123456789abcdef"
+		env[k] = "a-secret-made-for-the-test-" + strings.ToLower(k)
 	}
 	env[codec.EnvKeys] = key
 	env["BIRD_URL"], env["BIRD_WORKSPACE"], env["BIRD_CHANNEL"], env["SENDY_URL"] = "http://simulator:8299", "dev-workspace", "dev-sms-channel", "http://simulator:8299"
@@ -162,7 +163,7 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 			require.Empty(t, example[k], ".env.example must not hold a value for %s that would work", k)
 		}
 		_, err = Load(composePath, example)
-		for _, k := range []string{"POSTGRES_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret} {
+		for _, k := range []string{"POSTGRES_PASSWORD", "SMSORCH_DB_PASSWORD", "TEMPORAL_DB_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret} {
 			require.ErrorContains(t, err, k+" is required: set "+k+" in .env", "`docker compose up` with the example as it is stops at %s, naming it", k)
 		}
 		// A provider left out (its URL and secret empty) is no error of
@@ -170,7 +171,7 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		for _, k := range []string{"BIRD_URL", "BIRD_WORKSPACE", "BIRD_CHANNEL", app.EnvBirdAccessKey} {
 			example[k] = ""
 		}
-		for _, k := range []string{"POSTGRES_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret} {
+		for _, k := range []string{"POSTGRES_PASSWORD", "SMSORCH_DB_PASSWORD", "TEMPORAL_DB_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret} {
 			example[k] = "made"
 		}
 		_, err = Load(composePath, example)
@@ -216,6 +217,39 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		}
 		for _, name := range []string{"postgres", "temporal", "worker", "simulator"} {
 			require.Empty(t, f.Services[name].Ports, "%s is reached inside the compose network only", name)
+		}
+	})
+
+	t.Run("each service reaches PostgreSQL as a role of its own, and only postgres-roles as the superuser", func(t *testing.T) {
+		roles := f.Services["postgres-roles"]
+		require.Equal(t, []string{"smsctl", "postgres-roles"}, roles.Command)
+		require.True(t, roles.OneShot())
+		ledgerDSN := "postgres://smsorch_ledger:" + env["SMSORCH_DB_PASSWORD"] + "@postgres:5432/smsorch?sslmode=disable"
+		temporalDSN := "postgres://smsorch_temporal:" + env["TEMPORAL_DB_PASSWORD"] + "@postgres:5432/temporal?sslmode=disable"
+		require.Equal(t, ledgerDSN, roles.Environment["SMSORCH_LEDGER"])
+		require.Equal(t, temporalDSN, roles.Environment["SMSORCH_TEMPORAL_DB"])
+		require.Equal(t, temporalDSN, f.Services["temporal"].Environment["SMSORCH_TEMPORAL_DB"])
+		for _, name := range []string{"worker", "intake"} {
+			require.Equal(t, ledgerDSN, f.Services[name].Environment["SMSORCH_LEDGER"], "%s uses the ledger's role", name)
+		}
+		for name, s := range f.Services {
+			holds := func(secret string) bool {
+				for _, v := range s.Environment {
+					if strings.Contains(v, env[secret]) {
+						return true
+					}
+				}
+				return strings.Contains(strings.Join(s.Command, " "), env[secret])
+			}
+			if name != "postgres" && name != "postgres-roles" {
+				require.False(t, holds("POSTGRES_PASSWORD"), "%s holds the superuser's password", name)
+			}
+			if name != "temporal" && name != "postgres-roles" {
+				require.False(t, holds("TEMPORAL_DB_PASSWORD"), "%s holds the Temporal servers' database password", name)
+			}
+			if name != "worker" && name != "intake" && name != "postgres-roles" {
+				require.False(t, holds("SMSORCH_DB_PASSWORD"), "%s holds the ledger's password", name)
+			}
 		}
 	})
 
@@ -308,7 +342,7 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		for _, a := range []string{"--temporal-tls-cert=/tls/cert.pem", "--temporal-tls-key=/tls/key.pem", "--temporal-tls-ca=/tls/ca.pem"} {
 			require.Contains(t, server.Command, a)
 		}
-		require.Equal(t, map[string]DependsOn{"postgres": {"service_healthy"}, "certs": {"service_completed_successfully"}}, server.DependsOn)
+		require.Equal(t, map[string]DependsOn{"postgres-roles": {"service_completed_successfully"}, "certs": {"service_completed_successfully"}}, server.DependsOn)
 		certs := f.Services["certs"]
 		require.Equal(t, []string{"smsctl", "certs", "--dir=/certs", "--server-name=temporal"}, certs.Command)
 		// Each service mounts its own certificate's volume, read-only, and
@@ -372,7 +406,8 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		for _, name := range []string{"worker", "intake", "temporal-ui"} {
 			require.Contains(t, f.Services[name].DependsOn, "temporal", name)
 		}
-		require.Contains(t, f.Services["temporal"].DependsOn, "postgres")
+		require.Contains(t, f.Services["temporal"].DependsOn, "postgres-roles")
+		require.Contains(t, f.Services["postgres-roles"].DependsOn, "postgres")
 		require.Contains(t, strings.Join(f.Services["postgres"].Healthcheck.Test, " "), "pg_isready -h 127.0.0.1", "over TCP: the image's first-boot server listens on its socket only")
 		for _, name := range []string{"worker", "intake"} {
 			require.Equal(t, "30s", f.Services[name].StopGracePeriod, "%s: sends in flight finish (--stop-timeout 25s)", name)
@@ -384,7 +419,7 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		servers := f.Services["temporal"].Replicas() * defaults.PostgresMaxConnsPerServer
 		workers := 0
 		for _, s := range f.Services {
-			if ledger.IsPostgresDSN(s.Environment[app.EnvLedger]) {
+			if ledger.IsPostgresDSN(s.Environment[app.EnvLedger]) && !s.OneShot() {
 				workers += s.Replicas() * ledger.DefaultPostgresPoolSize
 			}
 		}
@@ -410,6 +445,11 @@ func variablesTheCodeReads(t *testing.T) map[string]bool {
 		require.Contains(t, string(src), "get("+name+")", "config.go reads %s (or its _FILE)", k)
 		read[k] = true
 	}
+	// smsctl postgres-roles's superuser.
+	roles, err := os.ReadFile(filepath.Join("..", "cmd", "smsctl", "cli", "pgroles.go"))
+	require.NoError(t, err)
+	require.Contains(t, string(roles), "get(EnvPostgresAdmin)")
+	read[cli.EnvPostgresAdmin] = true
 	// The payload keys, through the codec package.
 	require.Contains(t, string(src), "codec.FromEnv(getenv)")
 	codecSrc, err := os.ReadFile(filepath.Join("..", "codec", "codec.go"))

@@ -76,7 +76,7 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	key, err := codec.NewKey("rehearsal")
 	require.NoError(t, err)
 	made := map[string]string{
-		"POSTGRES_PASSWORD": randomHex(t, 24), "SMSORCH_CODEC_KEYS": key, "SMSORCH_CODEC_TOKEN": randomHex(t, 32),
+		"POSTGRES_PASSWORD": randomHex(t, 24), "SMSORCH_DB_PASSWORD": randomHex(t, 24), "TEMPORAL_DB_PASSWORD": randomHex(t, 24), "SMSORCH_CODEC_KEYS": key, "SMSORCH_CODEC_TOKEN": randomHex(t, 32),
 		"SMSORCH_INTAKE_SECRET": randomHex(t, 32), "BIRD_ACCESS_KEY": randomHex(t, 16), "SENDY_TOKEN": randomHex(t, 16),
 	}
 	for k, v := range made {
@@ -92,9 +92,20 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	}
 	// The machine's PostgreSQL (trust auth) in place of the postgres
 	// service, with databases of the rehearsal's own; the postgres image
-	// would make the ledger's (POSTGRES_DB) at first start.
-	ledgerDSN := pgtest.Database(t)
+	// would make the ledger's (POSTGRES_DB) at first start. The
+	// services' roles are the rehearsal's own too: roles are the whole
+	// server's, and outlive the databases (dropped last: they own them).
 	admin := pgAdmin()
+	suffix := randomHex(t, 5)
+	env["SMSORCH_DB_USER"], env["TEMPORAL_DB_USER"] = "smsorch_ledger_"+suffix, "smsorch_temporal_"+suffix
+	t.Cleanup(func() {
+		for _, r := range []string{env["SMSORCH_DB_USER"], env["TEMPORAL_DB_USER"]} {
+			if _, err := pgExec(context.Background(), admin, "DROP ROLE IF EXISTS "+pgx.Identifier{r}.Sanitize()); err != nil {
+				t.Logf("drop the role %s: %v", r, err)
+			}
+		}
+	})
+	ledgerDSN := pgtest.Database(t)
 	env["POSTGRES_USER"] = "postgres"
 	ledgerURL, err := url.Parse(ledgerDSN)
 	require.NoError(t, err)
@@ -250,6 +261,13 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	}
 	_ = ledgerConn.Close(ctx)
 	require.Greater(t, rows, 1, "the event and its attempt are in the ledger")
+	// The workers' role reaches the ledger only, the servers' Temporal's only.
+	for role, db := range map[string]string{env["SMSORCH_DB_USER"]: env["TEMPORAL_DB"], env["TEMPORAL_DB_USER"]: env["SMSORCH_DB"]} {
+		u := *ledgerURL
+		u.User, u.Path = url.User(role), "/"+db
+		_, err := pgExec(ctx, u.String(), "SELECT 1")
+		require.ErrorContains(t, err, "permission denied for database", "%s reaches %s", role, db)
+	}
 
 	// The stack's connections stay well inside PostgreSQL's default 100.
 	var conns int

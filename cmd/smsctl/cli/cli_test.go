@@ -118,3 +118,21 @@ func TestCertsMakesTheStacksCertificatesOnceAndSaysWhich(t *testing.T) {
 	require.Equal(t, ExitInvalid, code)
 	require.Contains(t, errOut, "--days above 30")
 }
+
+func TestPostgresRolesSaysWhatItNeedsAndRefusesTheSuperuserAsAService(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), []string{"postgres-roles"}, &out, &errOut, []string{"SMSORCH_LEDGER=postgres://l:pw@db/ledger"})
+	require.Equal(t, ExitInvalid, code)
+	require.Contains(t, errOut.String(), "SMSORCH_PG_ADMIN is not set")
+	require.Contains(t, errOut.String(), "SMSORCH_TEMPORAL_DB is not set")
+	require.NotContains(t, errOut.String(), "pw", "no password is printed")
+
+	errOut.Reset()
+	code = Run(context.Background(), []string{"postgres-roles"}, &out, &errOut, []string{
+		"SMSORCH_PG_ADMIN=postgres://admin:secret-admin@127.0.0.1:1/postgres",
+		"SMSORCH_TEMPORAL_DB=postgres://admin:secret-admin@127.0.0.1:1/temporal", "SMSORCH_LEDGER=postgres://l:pw@127.0.0.1:1/ledger"})
+	require.NotEqual(t, ExitOK, code)
+	require.Contains(t, errOut.String(), "SMSORCH_TEMPORAL_DB connects as the superuser admin: give the service a role of its own")
+	require.NotContains(t, errOut.String(), "secret-admin")
+	require.Equal(t, "temporal", dbName("postgres://u:p@h:5432/temporal?sslmode=disable"))
+}

@@ -19,14 +19,15 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	require.NotContains(t, out, "help requested")
 
 	for cmd, flags := range map[string][]string{
-		"status":    nil,
-		"resend":    {"--reason", "--by", "--force", "--provider", "--signal"},
-		"cancel":    {"--reason", "--by", "--signal"},
-		"wait":      nil,
-		"list":      {"--state", "--limit"},
-		"audit":     {"--ledger", "--simulator", "--bird-url", "--sendy-url"},
-		"codec-key": {"--id"},
-		"certs":     {"--dir", "--server-name", "--days", "--ca-days"},
+		"status":         nil,
+		"resend":         {"--reason", "--by", "--force", "--provider", "--signal"},
+		"cancel":         {"--reason", "--by", "--signal"},
+		"wait":           nil,
+		"list":           {"--state", "--limit"},
+		"audit":          {"--ledger", "--simulator", "--bird-url", "--sendy-url"},
+		"codec-key":      {"--id"},
+		"certs":          {"--dir", "--server-name", "--days", "--ca-days"},
+		"postgres-roles": nil,
 	} {
 		code, out, errOut := run(cmd, "--help")
 		require.Equal(t, ExitOK, code, "%s --help: %s", cmd, errOut)

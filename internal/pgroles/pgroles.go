@@ -1,0 +1,181 @@
+// Package pgroles gives each service of a stack a PostgreSQL role of its
+// own that owns only its databases: the Temporal servers theirs, the
+// workers the ledger's. docker-compose.yml runs it once at each start
+// (`smsctl postgres-roles`), as the superuser, so that no worker holds
+// a password that reaches Temporal's history, and no Temporal server one
+// that reaches the ledger.
+package pgroles
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/acme/smsorch/internal/logging"
+)
+
+// Grant is one service's access: the role and password of DSN, owning
+// the database of DSN and the others named in Also.
+type Grant struct {
+	// Service names the grant in messages (SMSORCH_LEDGER).
+	Service string
+	DSN     string
+	// Also are more databases the role owns (Temporal's visibility).
+	Also []string
+}
+
+// Done says what Ensure did for one grant.
+type Done struct {
+	Service   string   `json:"service"`
+	Role      string   `json:"role"`
+	Databases []string `json:"databases"`
+	// Created says the role is new; else its password was set again.
+	Created bool `json:"created"`
+}
+
+// Ensure connects to admin (a superuser) and, for each grant: makes its
+// role, or sets its password again (so that a password changed in the
+// stack's settings takes effect); makes each database it owns, or hands
+// an existing one to it with every table, view and sequence in it (a
+// stack whose services shared the superuser); and takes CONNECT on those
+// databases from PUBLIC, so that no other role of the server but
+// superusers reaches them. A role is never a superuser and may not make
+// roles or databases. Run again, it changes nothing else.
+func Ensure(ctx context.Context, admin string, grants []Grant) ([]Done, error) {
+	type plan struct {
+		Grant
+		role, password string
+		dbs            []string
+	}
+	var plans []plan
+	var errs []error
+	adminURL, err := url.Parse(admin)
+	if err != nil || adminURL.User == nil {
+		return nil, fmt.Errorf("the superuser's address %s is not postgres://USER:PASSWORD@HOST:PORT/postgres", logging.RedactDSN(admin))
+	}
+	owners := map[string]string{}
+	for _, g := range grants {
+		u, err := url.Parse(g.DSN)
+		if err != nil || u.User == nil || u.User.Username() == "" || strings.Trim(u.Path, "/") == "" {
+			errs = append(errs, fmt.Errorf("%s %s names no user or no database: give it as postgres://USER:PASSWORD@HOST:PORT/DATABASE", g.Service, logging.RedactDSN(g.DSN)))
+			continue
+		}
+		p := plan{Grant: g, role: u.User.Username(), dbs: append([]string{strings.Trim(u.Path, "/")}, g.Also...)}
+		p.password, _ = u.User.Password()
+		switch {
+		case p.role == adminURL.User.Username():
+			errs = append(errs, fmt.Errorf("%s connects as the superuser %s: give the service a role of its own (a user name and password of its own in %s)", g.Service, p.role, g.Service))
+		case p.password == "":
+			errs = append(errs, fmt.Errorf("%s gives the role %s no password: set one in its address", g.Service, p.role))
+		case strings.ContainsRune(p.password, 0):
+			errs = append(errs, fmt.Errorf("%s: the password of %s holds a NUL byte, which PostgreSQL does not take", g.Service, p.role))
+		}
+		for _, db := range p.dbs {
+			if other, ok := owners[db]; ok && other != p.role {
+				errs = append(errs, fmt.Errorf("the database %s is both %s's and %s's: give each service a database of its own", db, other, p.role))
+			}
+			owners[db] = p.role
+		}
+		plans = append(plans, p)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL as the superuser (%s): %w", logging.RedactDSN(admin), err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	// The passwords go into statements: keep them out of the server's log.
+	if _, err := conn.Exec(ctx, "SET log_statement = 'none'"); err != nil {
+		return nil, fmt.Errorf("as the superuser: %w", err)
+	}
+	var done []Done
+	for _, p := range plans {
+		d := Done{Service: p.Service, Role: p.role, Databases: p.dbs}
+		role := pgx.Identifier{p.role}.Sanitize()
+		var exists, super bool
+		if err := conn.QueryRow(ctx, "SELECT count(*) > 0, coalesce(bool_or(rolsuper), false) FROM pg_roles WHERE rolname = $1", p.role).Scan(&exists, &super); err != nil {
+			return done, fmt.Errorf("look up the role %s: %w", p.role, err)
+		}
+		if super {
+			return done, fmt.Errorf("%s connects as %s, a superuser: give the service a role of its own, which this makes", p.Service, p.role)
+		}
+		verb := "ALTER"
+		if !exists {
+			verb, d.Created = "CREATE", true
+		}
+		stmt := verb + " ROLE " + role + " LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD " + literal(p.password)
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return done, fmt.Errorf("%s the role %s for %s: %w", strings.ToLower(verb), p.role, p.Service, err)
+		}
+		for _, db := range p.dbs {
+			if err := ownDatabase(ctx, conn, admin, db, p.role); err != nil {
+				return done, fmt.Errorf("give the database %s to %s (%s): %w", db, p.role, p.Service, err)
+			}
+		}
+		done = append(done, d)
+	}
+	return done, nil
+}
+
+// ownDatabase makes db owned by role, with what is in it.
+func ownDatabase(ctx context.Context, conn *pgx.Conn, admin, db, role string) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", db).Scan(&exists); err != nil {
+		return err
+	}
+	name, r := pgx.Identifier{db}.Sanitize(), pgx.Identifier{role}.Sanitize()
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" OWNER "+r); err != nil {
+			return err
+		}
+	} else if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" OWNER TO "+r); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "REVOKE ALL ON DATABASE "+name+" FROM PUBLIC"); err != nil {
+		return err
+	}
+	// What an earlier stack made in it as the superuser: tables, views,
+	// and sequences not tied to a table (those follow their table).
+	u, _ := url.Parse(admin)
+	u.Path = "/" + db
+	in, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close(context.Background()) }()
+	rows, err := in.Query(ctx, `
+SELECT format('ALTER %s %I.%I OWNER TO %I',
+       CASE c.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'TABLE' END,
+       n.nspname, c.relname, $1::text)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'S', 'v', 'm')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
+  AND pg_get_userbyid(c.relowner) <> $1
+  AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d
+           WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))`, role)
+	if err != nil {
+		return err
+	}
+	stmts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, s := range stmts {
+		if _, err := in.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// literal quotes s as an SQL string literal (standard_conforming_strings
+// is on in every supported PostgreSQL).
+func literal(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
