@@ -39,8 +39,8 @@ func cloud() map[string]any {
 			"address": "eu-west-1.aws.api.temporal.io:7233", "namespace": "sms.a1b2c",
 			"serverCASecret": "", "clientCertificates": map[string]any{"enabled": false}, "apiKeySecret": "temporal-api-key",
 		},
-		"providers": map[string]any{"sendy": map[string]any{"url": "https://api.sendy.example", "sender": "Acme"}},
-		"intake":    map[string]any{"tlsSecret": "", "behindProxy": "10.42.0.0/16", "previousSecret": true},
+		"providers": map[string]any{"sendy": map[string]any{"url": "https://api.sendy.example", "sender": "Acme #1: SMS"}},
+		"intake":    map[string]any{"tlsSecret": "", "behindProxy": "10.42.0.0/16", "previousSecret": true, "clientRate": "off"},
 		"ui":        map[string]any{"enabled": false},
 		"worker":    map[string]any{"keda": map[string]any{"enabled": true}, "extraArgs": []any{"--sendy-rate-limit=120"}},
 		"metrics":   map[string]any{"enabled": true, "serviceMonitor": true, "prometheusRule": true},
@@ -63,8 +63,13 @@ func TestTheChartRendersIntoValidObjectsForEachSetOfValues(t *testing.T) {
 				pdb, ok := m.PDBs[dname]
 				require.True(t, ok, "%s has a PodDisruptionBudget", dname)
 				require.Equal(t, d.Spec.Selector.MatchLabels, pdb.Spec.Selector.MatchLabels, "%s's budget covers its pods", dname)
+				require.Nil(t, pdb.Spec.MinAvailable, "%s: a minimum could equal the replicas and block every drain", dname)
+				require.Equal(t, 1, pdb.Spec.MaxUnavailable.IntValue(), "%s: one pod at a time", dname)
+				require.Equal(t, "AlwaysAllow", string(*pdb.Spec.UnhealthyPodEvictionPolicy), "%s: an outage that makes every pod unready does not block a drain", dname)
 			}
-			if svc, ok := m.Services["sms-smsorch-intake"]; ok {
+			if _, ok := m.Deployments["sms-smsorch-intake"]; ok {
+				svc, ok := m.Services["sms-smsorch-intake"]
+				require.True(t, ok, "the intake has a Service")
 				require.Equal(t, "intake", svc.Spec.Ports[0].TargetPort.String(), "the intake's Service reaches the intake's port")
 				require.Equal(t, "intake", svc.Spec.Selector["app.kubernetes.io/component"])
 			}
@@ -153,7 +158,14 @@ func checkPod(t *testing.T, name string, pod corev1.PodSpec, values map[string]a
 	stop := stopTimeout(t, c.Command)
 	if c.Command[0] == "worker" {
 		require.NotZero(t, stop, "%s says how long sends in flight may take at a stop", name)
-		require.LessOrEqual(t, stop+5, *pod.TerminationGracePeriodSeconds, "%s: Kubernetes waits longer than the worker's --stop-timeout before it kills", name)
+		var preStop int64
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+			preStop = c.Lifecycle.PreStop.Sleep.Seconds
+		}
+		require.LessOrEqual(t, preStop+stop+5, *pod.TerminationGracePeriodSeconds, "%s: Kubernetes waits longer than the preStop sleep and the worker's --stop-timeout before it kills", name)
+		if slices.Contains(c.Command, "--intake=0.0.0.0:8080") {
+			require.Positive(t, preStop, "%s: the intake keeps taking requests until the Service has stopped sending them", name)
+		}
 	}
 }
 
@@ -224,6 +236,12 @@ func TestTheChartRefusesValuesThatAreNotSafe(t *testing.T) {
 		{"no time to finish a send", set(selfHosted(), "terminationGracePeriodSeconds", 3), "leaves sends in flight no time"},
 		{"a value the chart does not have", set(selfHosted(), "worker.replica", 3), "additional properties 'replica' not allowed"},
 		{"a replica count that is not a number", set(selfHosted(), "worker.replicas", "two"), "/worker/replicas': got string, want integer"},
+		{"the UI without the server's CA", set(selfHosted(), "temporal.serverCASecret", ""), "the web UI checks the server's certificate against temporal.serverCASecret only"},
+		{"KEDA with an API key and a private CA", set(set(set(set(selfHosted(), "temporal.clientCertificates.enabled", false), "temporal.apiKeySecret", "k"), "ui.enabled", false), "worker.keda.enabled", true), "KEDA's Temporal scaler checks a server's private CA only with a client certificate"},
+		{"alert rules with no metrics", set(selfHosted(), "metrics.prometheusRule", true), "need metrics.enabled"},
+		{"metrics with no NetworkPolicy", set(set(selfHosted(), "metrics.enabled", true), "networkPolicy.enabled", false), "the metrics port has no login"},
+		{"metrics on the intake's port", set(set(selfHosted(), "metrics.enabled", true), "metrics.port", 8080), "metrics.port 8080 is the intake's"},
+		{"HTTPS and a proxy at once", set(selfHosted(), "intake.behindProxy", "10.0.0.0/8"), "exclude each other"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := render(t, "sms", c.values)
@@ -249,6 +267,7 @@ func TestTheCloudValuesUseTheAPIKeyKEDAAndTheTestedAlerts(t *testing.T) {
 	require.NotContains(t, env, "TEMPORAL_TLS_SERVER_CA_CERT_PATH", "Temporal Cloud's certificate is checked against the system's roots")
 	require.NotContains(t, env, "BIRD_ACCESS_KEY_FILE", "Bird is not configured")
 	require.Contains(t, w.Spec.Template.Spec.Containers[0].Command, "--sendy-rate-limit=120", "extra flags reach the worker")
+	require.Contains(t, w.Spec.Template.Spec.Containers[0].Command, "--sendy-sender=Acme #1: SMS", "a value with YAML's own characters reaches the flag whole")
 	require.NotContains(t, m.Deployments, "sms-smsorch-ui")
 
 	in := m.Deployments["sms-smsorch-intake"].Spec.Template.Spec.Containers[0]
@@ -264,8 +283,8 @@ func TestTheCloudValuesUseTheAPIKeyKEDAAndTheTestedAlerts(t *testing.T) {
 	require.NotNil(t, so)
 	require.Equal(t, "sms-smsorch-worker", so.Spec.ScaleTargetRef.Name)
 	require.Equal(t, "temporal", so.Spec.Triggers[0].Type)
-	require.Equal(t, "sms", so.Spec.Triggers[0].Metadata["taskQueue"], "the workers' task queue (contract.TaskQueue)")
-	require.Equal(t, "sms.a1b2c", so.Spec.Triggers[0].Metadata["namespace"])
+	require.Equal(t, "sms", so.Spec.Triggers[0].Metadata.TaskQueue, "the workers' task queue (contract.TaskQueue)")
+	require.Equal(t, "sms.a1b2c", so.Spec.Triggers[0].Metadata.Namespace)
 	ta := m.TriggerAuths[so.Spec.Triggers[0].AuthenticationRef.Name]
 	require.NotNil(t, ta)
 	require.Equal(t, "apiKey", ta.Spec.SecretTargetRef[0].Parameter)

@@ -140,13 +140,26 @@ type scaledObject struct {
 		MinReplicaCount *int32 `json:"minReplicaCount"`
 		MaxReplicaCount *int32 `json:"maxReplicaCount"`
 		Triggers        []struct {
-			Type              string            `json:"type"`
-			Metadata          map[string]string `json:"metadata"`
+			Type              string          `json:"type"`
+			Metadata          temporalTrigger `json:"metadata"`
 			AuthenticationRef *struct {
 				Name string `json:"name"`
 			} `json:"authenticationRef"`
 		} `json:"triggers"`
 	} `json:"spec"`
+}
+
+// temporalTrigger is the metadata KEDA's Temporal scaler reads
+// (pkg/scalers/temporal_scaler.go, temporalMetadata): a key it does not
+// read fails here instead of being ignored there.
+type temporalTrigger struct {
+	Endpoint                  string `json:"endpoint"`
+	Namespace                 string `json:"namespace"`
+	TaskQueue                 string `json:"taskQueue"`
+	QueueTypes                string `json:"queueTypes"`
+	TargetQueueSize           string `json:"targetQueueSize"`
+	ActivationTargetQueueSize string `json:"activationTargetQueueSize"`
+	TLSServerName             string `json:"tlsServerName,omitempty"`
 }
 
 type triggerAuthentication struct {

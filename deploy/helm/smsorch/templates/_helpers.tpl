@@ -44,13 +44,31 @@ provider, a web UI that cannot reach Temporal.
 {{- if and .Values.ui.enabled (not .Values.temporal.clientCertificates.enabled) -}}
 {{- fail "the web UI reaches Temporal with a client certificate only: set temporal.clientCertificates, or ui.enabled=false (Temporal Cloud has its own UI)" -}}
 {{- end -}}
+{{- if and .Values.ui.enabled (not .Values.temporal.serverCASecret) -}}
+{{- fail "the web UI checks the server's certificate against temporal.serverCASecret only: set it (a Secret with ca.crt), or ui.enabled=false (Temporal Cloud has its own UI)" -}}
+{{- end -}}
+{{- if and .Values.worker.keda.enabled .Values.temporal.apiKeySecret (not .Values.temporal.clientCertificates.enabled) .Values.temporal.serverCASecret -}}
+{{- fail "KEDA's Temporal scaler checks a server's private CA only with a client certificate: with an API key alone it trusts the system's roots (Temporal Cloud); keep temporal.clientCertificates for KEDA, or set worker.keda.enabled=false" -}}
+{{- end -}}
+{{- if and (or .Values.metrics.serviceMonitor .Values.metrics.prometheusRule) (not .Values.metrics.enabled) -}}
+{{- fail "metrics.serviceMonitor and metrics.prometheusRule need metrics.enabled: without metrics the alert on pollers would fire for good" -}}
+{{- end -}}
+{{- if and .Values.metrics.enabled (not .Values.networkPolicy.enabled) -}}
+{{- fail "the metrics port has no login: it is served only with networkPolicy.enabled, which lets metrics.scraperNamespace alone reach it (your CNI must enforce NetworkPolicies)" -}}
+{{- end -}}
+{{- if has (int .Values.metrics.port) (list 8080 8090) -}}
+{{- fail (printf "metrics.port %d is the intake's (8080) or the health port (8090): choose another, like 9090" (int .Values.metrics.port)) -}}
+{{- end -}}
+{{- if and .Values.intake.tlsSecret .Values.intake.behindProxy -}}
+{{- fail "intake.tlsSecret and intake.behindProxy exclude each other: HTTPS in the pod, or plain HTTP behind your ingress controller" -}}
+{{- end -}}
 {{- if and .Values.intake.enabled (not .Values.intake.tlsSecret) (not .Values.intake.behindProxy) -}}
 {{- fail "the intake needs HTTPS or a proxy it trusts: set intake.tlsSecret (a kubernetes.io/tls Secret), or intake.behindProxy to your ingress controller's pod addresses" -}}
 {{- end -}}
 {{- if and (not .Values.providers.bird.url) (not .Values.providers.sendy.url) -}}
 {{- fail "no provider: set providers.bird.url (with workspace and channel) or providers.sendy.url" -}}
 {{- end -}}
-{{- if lt (int .Values.terminationGracePeriodSeconds) 10 -}}
+{{- if lt (int .Values.terminationGracePeriodSeconds) 15 -}}
 {{- fail "terminationGracePeriodSeconds below 10 leaves sends in flight no time to be recorded: keep 30" -}}
 {{- end -}}
 {{- end -}}
@@ -176,21 +194,21 @@ provider, a web UI that cannot reach Temporal.
 {{- end }}
 {{- end -}}
 
-{{/* The worker's flags every worker pod passes: include with (list $ extraArgs). */}}
+{{/* The worker's flags every worker pod passes: include with (list $ extraArgs preStopSeconds). */}}
 {{- define "smsorch.workerArgs" -}}
 {{- $ := index . 0 -}}
 {{- $p := $.Values.providers -}}
 {{- with $p.bird.url }}
-- --bird-url={{ . }}
-- --bird-workspace={{ required "providers.bird.workspace is required with providers.bird.url: your Bird workspace id" $p.bird.workspace }}
-- --bird-channel={{ required "providers.bird.channel is required with providers.bird.url: your Bird SMS channel id" $p.bird.channel }}
+- {{ printf "--bird-url=%s" . | quote }}
+- {{ printf "--bird-workspace=%s" (required "providers.bird.workspace is required with providers.bird.url: your Bird workspace id" $p.bird.workspace) | quote }}
+- {{ printf "--bird-channel=%s" (required "providers.bird.channel is required with providers.bird.url: your Bird SMS channel id" $p.bird.channel) | quote }}
 {{- end }}
 {{- with $p.sendy.url }}
-- --sendy-url={{ . }}
-- --sendy-sender={{ $p.sendy.sender }}
+- {{ printf "--sendy-url=%s" . | quote }}
+- {{ printf "--sendy-sender=%s" $p.sendy.sender | quote }}
 {{- end }}
 - --task-queue-partitions={{ int $.Values.worker.taskQueuePartitions }}
-- --stop-timeout={{ sub (int $.Values.terminationGracePeriodSeconds) 5 }}s
+- --stop-timeout={{ sub (sub (int $.Values.terminationGracePeriodSeconds) 5) (index . 2) }}s
 - --health=127.0.0.1:8090
 - --log-format=json
 {{- if $.Values.metrics.enabled }}
@@ -219,5 +237,6 @@ startupProbe:
   exec:
     command: [worker, healthcheck, "http://127.0.0.1:8090/healthz"]
   periodSeconds: 2
+  timeoutSeconds: 5
   failureThreshold: 90
 {{- end -}}
