@@ -257,7 +257,7 @@ func (a *App) serveIntake() error {
 	if err != nil {
 		return fmt.Errorf("the HTTP intake cannot listen on %s: %w (choose another --intake address, or --intake off)", a.Config.IntakeAddress, err)
 	}
-	cfg := intake.Config{Secrets: []logging.Secret{a.Config.IntakeSecret, a.Config.IntakePreviousSecret}, Proxies: a.Config.IntakeProxies, RatePerMinute: a.Config.IntakeClientRate, Logger: a.Log.Named("intake")}
+	cfg := intake.Config{Secrets: []logging.Secret{a.Config.IntakeSecret, a.Config.IntakePreviousSecret}, Senders: a.Config.IntakeSenders, Proxies: a.Config.IntakeProxies, RatePerMinute: a.Config.IntakeClientRate, Logger: a.Log.Named("intake")}
 	if a.metrics != nil {
 		cfg.Refused = a.metrics.IntakeRefused
 	}
@@ -463,7 +463,7 @@ func (a *App) Banner() string {
 	}
 	if a.IntakeURL != "" {
 		signed := "unsigned requests accepted"
-		if a.Config.IntakeSecret != "" {
+		if a.Config.IntakeSecret != "" || len(a.Config.IntakeSenders) > 0 {
 			signed = "requests must be signed"
 		}
 		fmt.Fprintf(&b, "  HTTP intake:        POST %s/v1/events (%s)\n", a.IntakeURL, signed)

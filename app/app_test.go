@@ -337,11 +337,26 @@ func TestSecretsFromFiles(t *testing.T) {
 	require.NotNil(t, cfg.Codec)
 	require.NoError(t, cfg.codecErr)
 
+	// Named senders, from their file: each secret checked like the
+	// shared one, a broken entry named.
+	env[EnvIntakeSenders+"_FILE"] = write("senders", "shop:order+refund:"+intakeSecret+"\nauth:otp:short\n")
+	cfg = Config{Sendy: SendyConfig{BaseURL: "https://sendy"}, IntakeAddress: Off}
+	cfg.ReadEnv(func(k string) string { return env[k] })
+	require.NoError(t, cfg.envErr)
+	require.Equal(t, []intake.Sender{{Name: "shop", Secret: intakeSecret, Kinds: []string{"order", "refund"}}, {Name: "auth", Secret: "short", Kinds: []string{"otp"}}}, cfg.IntakeSenders)
+	err := cfg.WithDefaults().Validate()
+	require.ErrorContains(t, err, "SMSORCH_INTAKE_SENDERS: the sender auth's secret is 5 bytes, shorter than 32")
+	require.NotContains(t, err.Error(), intakeSecret)
+	env[EnvIntakeSenders+"_FILE"] = write("senders-broken", "shop=order="+intakeSecret)
+	cfg.ReadEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, cfg.envErr, "SMSORCH_INTAKE_SENDERS: intake sender 1 is not NAME:KINDS:SECRET")
+	delete(env, EnvIntakeSenders+"_FILE")
+
 	env[EnvSendyToken] = "also-given"
 	env[EnvIntakeSecret+"_FILE"] = write("empty", "")
 	cfg = Config{Sendy: SendyConfig{BaseURL: "https://sendy"}}
 	cfg.ReadEnv(func(k string) string { return env[k] })
-	err := cfg.WithDefaults().Validate()
+	err = cfg.WithDefaults().Validate()
 	require.ErrorContains(t, err, "both SENDY_TOKEN and SENDY_TOKEN_FILE are set")
 	require.ErrorContains(t, err, "SMSORCH_INTAKE_SECRET_FILE names "+filepath.Join(dir, "empty")+", which is empty")
 	require.NotContains(t, err.Error(), "bird-key-from-a-file")
@@ -371,6 +386,8 @@ func TestAnUnsignedIntakeIsRefusedWhereItIsNotSafe(t *testing.T) {
 		"no intake outside dev mode":    {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: Off},
 		"signed on loopback in prod":    {Sendy: sendy, PlaintextPayloads: true, IntakeSecret: intakeSecret},
 		"IPv6 loopback with --insecure": {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "[::1]:8080", IntakeInsecure: true},
+		"named senders behind a proxy": {Sendy: sendy, PlaintextPayloads: true, IntakeAddress: "0.0.0.0:8080", IntakeProxies: tenSlashEight,
+			IntakeSenders: []intake.Sender{{Name: "shop", Secret: intakeSecret, Kinds: []string{"order"}}}},
 	} {
 		require.NoError(t, cfg.WithDefaults().Validate(), name)
 	}

@@ -38,6 +38,9 @@ const (
 	// EnvIntakePreviousSecret is the intake secret being retired: requests
 	// signed with it are still accepted while senders move to the new one.
 	EnvIntakePreviousSecret = "SMSORCH_INTAKE_SECRET_PREVIOUS"
+	// EnvIntakeSenders names senders, each with its own secret and event
+	// kinds (intake.ParseSenders): NAME:KINDS:SECRET, comma-separated.
+	EnvIntakeSenders = "SMSORCH_INTAKE_SENDERS"
 	// EnvLedger is the ledger's address when --ledger is not given: a
 	// postgres:// DSN may hold a password, which a flag would show in
 	// the process list.
@@ -140,6 +143,9 @@ type Config struct {
 	// IntakePreviousSecret is accepted beside IntakeSecret while senders
 	// move to a new one (SMSORCH_INTAKE_SECRET_PREVIOUS).
 	IntakePreviousSecret logging.Secret
+	// IntakeSenders are named senders, each signing with its own secret
+	// and allowed its own event kinds (SMSORCH_INTAKE_SENDERS).
+	IntakeSenders []intake.Sender
 	// IntakeProxies are the reverse proxies in front of the intake
 	// (--intake-behind-proxy): they terminate TLS, so the intake may speak
 	// plain HTTP on a non-loopback address, and the client address they
@@ -477,6 +483,11 @@ func (c Config) validateSecrets() error {
 			errs = append(errs, secrets.CheckChosen(s.name, s.value.Reveal(), random))
 		}
 	}
+	for _, snd := range c.IntakeSenders {
+		if snd.Secret != "" {
+			errs = append(errs, secrets.CheckChosen(EnvIntakeSenders+": the sender "+snd.Name+"'s secret", snd.Secret.Reveal(), random))
+		}
+	}
 	if c.Bird.AccessKey != "" {
 		errs = append(errs, secrets.CheckExample(EnvBirdAccessKey, c.Bird.AccessKey.Reveal(), "use an access key of your Bird workspace"))
 	}
@@ -541,9 +552,9 @@ func (c Config) validateIntake() error {
 	if c.IntakeSecret == "" && c.IntakePreviousSecret != "" {
 		return fmt.Errorf("%s is set without %s: the previous secret is accepted beside a current one; set the new secret in %s", EnvIntakePreviousSecret, EnvIntakeSecret, EnvIntakeSecret)
 	}
-	if c.IntakeSecret == "" {
+	if c.IntakeSecret == "" && len(c.IntakeSenders) == 0 {
 		if !loopback(host) {
-			return fmt.Errorf("refusing to serve an unsigned HTTP intake on %s: anyone who can reach it could send SMS. Set %s (callers then sign each body, header X-Smsorch-Signature), or listen on 127.0.0.1", c.IntakeAddress, EnvIntakeSecret)
+			return fmt.Errorf("refusing to serve an unsigned HTTP intake on %s: anyone who can reach it could send SMS. Set %s (callers then sign each body, header X-Smsorch-Signature) or named senders in %s, or listen on 127.0.0.1", c.IntakeAddress, EnvIntakeSecret, EnvIntakeSenders)
 		}
 		if !c.Dev && !c.IntakeInsecure {
 			return fmt.Errorf("outside dev mode the HTTP intake needs %s (callers sign each body): set it, or pass --intake-insecure to accept unsigned requests on %s, or --intake off", EnvIntakeSecret, c.IntakeAddress)
@@ -769,6 +780,10 @@ func (c *Config) ReadEnv(getenv func(string) string) {
 	c.Sendy.Token = logging.Secret(get(EnvSendyToken))
 	c.IntakeSecret = logging.Secret(get(EnvIntakeSecret))
 	c.IntakePreviousSecret = logging.Secret(get(EnvIntakePreviousSecret))
+	var err error
+	if c.IntakeSenders, err = intake.ParseSenders(get(EnvIntakeSenders)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", EnvIntakeSenders, err))
+	}
 	c.envLedger = get(EnvLedger)
 	c.Codec, c.codecErr = codec.FromEnv(getenv)
 	c.CodecToken = logging.Secret(get(codec.EnvToken))

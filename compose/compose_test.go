@@ -439,7 +439,7 @@ func variablesTheCodeReads(t *testing.T) map[string]bool {
 	require.NoError(t, err)
 	for name, k := range map[string]string{
 		"EnvBirdAccessKey": app.EnvBirdAccessKey, "EnvSendyToken": app.EnvSendyToken,
-		"EnvIntakeSecret": app.EnvIntakeSecret, "EnvIntakePreviousSecret": app.EnvIntakePreviousSecret,
+		"EnvIntakeSecret": app.EnvIntakeSecret, "EnvIntakePreviousSecret": app.EnvIntakePreviousSecret, "EnvIntakeSenders": app.EnvIntakeSenders,
 		"EnvLedger": app.EnvLedger, "EnvTemporalDB": app.EnvTemporalDB, "codec.EnvToken": codec.EnvToken,
 	} {
 		require.Contains(t, string(src), "get("+name+")", "config.go reads %s (or its _FILE)", k)

@@ -11,7 +11,14 @@
 //	X-Smsorch-Timestamp: <unix seconds>
 //	X-Smsorch-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">
 //
-// (for a GET, of "<timestamp>.GET <path>"). A timestamp more than
+// (for a GET, of "<timestamp>.GET <path>"), and, from a named sender,
+//
+//	X-Smsorch-Sender: <its name>
+//
+// A named sender signs with a secret of its own and may start and read
+// only the events of its kinds (a key's first part: order, otp); its
+// requests spend its own budget, whatever address they come from. A
+// timestamp more than
 // MaxSkew from the intake's clock is refused. Two secrets may be valid at
 // once (the current and the previous), so a secret rotates without a
 // refused request. The same signed POST sent again (a sender's retry
@@ -40,6 +47,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +66,26 @@ import (
 const (
 	SignatureHeader = "X-Smsorch-Signature"
 	TimestampHeader = "X-Smsorch-Timestamp"
+	// SenderHeader names a named sender (Config.Senders).
+	SenderHeader = "X-Smsorch-Sender"
 )
+
+// Sender is a system that signs its requests with a secret of its own:
+// a shop's webhooks, the login service's one-time codes.
+type Sender struct {
+	// Name is how its requests say who sent them (SenderHeader), and
+	// whose budget they spend.
+	Name   string
+	Secret logging.Secret
+	// Kinds are the event kinds (a key's first part: order, otp) it may
+	// start and read; none: every kind.
+	Kinds []string
+}
+
+// allows says whether the sender may start or read events of kind.
+func (s Sender) allows(kind string) bool {
+	return len(s.Kinds) == 0 || slices.Contains(s.Kinds, kind)
+}
 
 // MaxSkew is how far a request's timestamp may be from the intake's
 // clock, either way.
@@ -83,6 +110,10 @@ type Config struct {
 	// request signed with any of them is accepted (the current secret
 	// and the previous one, while senders move to the new one).
 	Secrets []logging.Secret
+	// Senders are named senders, each with its own secret and kinds; a
+	// name given twice has two secrets (one being retired). Either these
+	// or Secrets make the signature mandatory.
+	Senders []Sender
 	// Proxies are the addresses of the reverse proxies in front of the
 	// intake. A request from one of them is keyed by the client address
 	// the proxy adds to X-Forwarded-For; a request from any other
@@ -110,9 +141,11 @@ type Config struct {
 }
 
 type handler struct {
-	s       *starter.Starter
-	cfg     Config
-	secrets []logging.Secret
+	s   *starter.Starter
+	cfg Config
+	// senders are every secret that authenticates: the named senders',
+	// and the shared secrets as senders without a name or kinds.
+	senders []Sender
 	clients *clientLimits
 	// unsigned is the budget of requests without a valid signature.
 	unsigned *clientLimits
@@ -144,9 +177,10 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 	}
 	for _, sec := range cfg.Secrets {
 		if sec != "" {
-			h.secrets = append(h.secrets, sec)
+			h.senders = append(h.senders, Sender{Secret: sec})
 		}
 	}
+	h.senders = append(h.senders, cfg.Senders...)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/events", h.limited(h.post))
 	mux.HandleFunc("GET /v1/events/{key}", h.limited(h.get))
@@ -167,7 +201,7 @@ func (h *handler) limited(next func(http.ResponseWriter, *http.Request, string))
 			h.fail(w, r, http.StatusForbidden, "not_via_proxy", "", "this intake takes requests through its proxy only: send to the proxy's address")
 			return
 		}
-		if len(h.secrets) == 0 && !h.spend(w, r, h.clients, client, "") {
+		if len(h.senders) == 0 && !h.spend(w, r, h.clients, client, "") {
 			return
 		}
 		next(w, r, client)
@@ -187,44 +221,63 @@ func (h *handler) spend(w http.ResponseWriter, r *http.Request, limits *clientLi
 
 // admit checks the timestamp and the signature of what was signed (the
 // body, or the method and path), then spends the request from its
-// client's budget: the signed senders' one, or, for a request without a
-// valid signature, the budget of those. It answers and returns false
-// when the request must stop here.
-func (h *handler) admit(w http.ResponseWriter, r *http.Request, client string, signed []byte) bool {
-	if len(h.secrets) == 0 {
-		return true // limited spent the request already
+// sender's budget: a named sender's own, else its client's among the
+// signed senders, or, for a request without a valid signature, the
+// budget of those. It answers and returns false when the request must
+// stop here; else it returns who signed (no one on an unsigned intake).
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, client string, signed []byte) (Sender, bool) {
+	if len(h.senders) == 0 {
+		return Sender{}, true // limited spent the request already
 	}
-	code, msg := h.refusal(r, signed)
+	sender, code, msg := h.refusal(r, signed)
 	if code == "" {
-		return h.spend(w, r, h.clients, client, "")
+		if sender.Name != "" {
+			client = "sender " + sender.Name
+		}
+		return sender, h.spend(w, r, h.clients, client, "")
 	}
 	if h.spend(w, r, h.unsigned, client, "unauthenticated ") {
 		h.fail(w, r, http.StatusUnauthorized, code, "", msg)
 	}
-	return false
+	return Sender{}, false
 }
 
 // refusal says why the request's signature does not authenticate it: a
-// code and what to do; no code when it does.
-func (h *handler) refusal(r *http.Request, signed []byte) (code, msg string) {
+// code and what to do; no code and the sender when it does.
+func (h *handler) refusal(r *http.Request, signed []byte) (sender Sender, code, msg string) {
 	ts := strings.TrimSpace(r.Header.Get(TimestampHeader))
 	sig := strings.TrimSpace(r.Header.Get(SignatureHeader))
+	name := strings.TrimSpace(r.Header.Get(SenderHeader))
 	secs, err := strconv.ParseInt(ts, 10, 64)
 	now := h.cfg.Now()
 	switch {
 	case err != nil:
-		return "unauthorized", fmt.Sprintf("missing or unreadable %s: send the Unix time in seconds at which you signed, and %s: sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" with the shared secret>", TimestampHeader, SignatureHeader)
+		return sender, "unauthorized", fmt.Sprintf("missing or unreadable %s: send the Unix time in seconds at which you signed, and %s: sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" with the shared secret>", TimestampHeader, SignatureHeader)
 	case abs(now.Unix()-secs) > int64(MaxSkew/time.Second):
 		// In whole seconds: a far-off value (milliseconds, say) cannot
 		// overflow a Duration into passing.
-		return "stale", fmt.Sprintf("%s is %d s from the intake's clock (at most %s): sign again with the current Unix time in seconds, and check the sender's clock", TimestampHeader, abs(now.Unix()-secs), MaxSkew)
+		return sender, "stale", fmt.Sprintf("%s is %d s from the intake's clock (at most %s): sign again with the current Unix time in seconds, and check the sender's clock", TimestampHeader, abs(now.Unix()-secs), MaxSkew)
 	}
-	for _, secret := range h.secrets {
-		if hmac.Equal([]byte(signature(secret, ts, signed)), []byte(sig)) {
-			return "", ""
+	for _, s := range h.senders {
+		if s.Name == name && hmac.Equal([]byte(signature(s.Secret, ts, signed)), []byte(sig)) {
+			return s, "", ""
 		}
 	}
-	return "unauthorized", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>", SignatureHeader)
+	if name != "" {
+		return sender, "unauthorized", fmt.Sprintf("missing or wrong %s for the sender in %s: sign with that sender's own secret (sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\">), or check its name", SignatureHeader, SenderHeader)
+	}
+	return sender, "unauthorized", fmt.Sprintf("missing or wrong %s: send sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\" (a GET: \"<timestamp>.GET <path>\") with the shared secret>, or, as a named sender, %s with your name and your own secret", SignatureHeader, SenderHeader)
+}
+
+// outOfScope answers 403 and returns true when sender may not start or
+// read events of key's kind.
+func (h *handler) outOfScope(w http.ResponseWriter, r *http.Request, sender Sender, key string) bool {
+	kind, _, _ := strings.Cut(key, "-")
+	if sender.allows(kind) {
+		return false
+	}
+	h.fail(w, r, http.StatusForbidden, "forbidden_kind", "key", fmt.Sprintf("the sender %s may start and read events of the kinds %s, not %q: sign as the sender of that kind", sender.Name, strings.Join(sender.Kinds, ", "), kind))
+	return true
 }
 
 func abs(n int64) int64 {
@@ -364,7 +417,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, client string) {
 	// (text/plain, form-encoded) cannot then post an event to it. A
 	// signed request cannot come from such a form, and refusing it for a
 	// header would lose an event its sender authenticated.
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); len(h.secrets) == 0 && (err != nil || mt != "application/json") {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); len(h.senders) == 0 && (err != nil || mt != "application/json") {
 		h.fail(w, r, http.StatusUnsupportedMediaType, "content_type", "", "send the event as JSON with the header Content-Type: application/json")
 		return
 	}
@@ -381,7 +434,8 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, client string) {
 		h.fail(w, r, http.StatusBadRequest, "bad_body", "", "could not read the body: "+err.Error())
 		return
 	}
-	if !h.admit(w, r, client, body) {
+	sender, ok := h.admit(w, r, client, body)
+	if !ok {
 		return
 	}
 	e, err := decodeEvent(body)
@@ -390,10 +444,14 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, client string) {
 			`; send {"kind":"order","id":"58213","stage":"shipped","to":"+31612345678","text":"…","provider":"bird"}`)
 		return
 	}
+	// A key that does not parse is the starter's to refuse, saying why.
+	if key, err := e.EventKey(); err == nil && h.outOfScope(w, r, sender, string(key)) {
+		return
+	}
 	// The same signed request again is the same start request to
 	// Temporal, which answers it as it answered the first.
 	requestID := ""
-	if sig := strings.TrimSpace(r.Header.Get(SignatureHeader)); len(h.secrets) > 0 && sig != "" {
+	if sig := strings.TrimSpace(r.Header.Get(SignatureHeader)); len(h.senders) > 0 && sig != "" {
 		sum := sha256.Sum256([]byte(r.Header.Get(TimestampHeader) + "\n" + sig))
 		requestID = "intake-" + hex.EncodeToString(sum[:16])
 	}
@@ -430,7 +488,8 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, client string) {
 func (h *handler) get(w http.ResponseWriter, r *http.Request, client string) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	if !h.admit(w, r, client, []byte(http.MethodGet+" "+r.URL.EscapedPath())) {
+	sender, ok := h.admit(w, r, client, []byte(http.MethodGet+" "+r.URL.EscapedPath()))
+	if !ok || h.outOfScope(w, r, sender, r.PathValue("key")) {
 		return
 	}
 	st, err := h.s.Status(ctx, r.PathValue("key"))
@@ -453,6 +512,14 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, client string) {
 func Sign(secret logging.Secret, t time.Time, signed []byte) map[string]string {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	return map[string]string{TimestampHeader: ts, SignatureHeader: signature(secret, ts, signed)}
+}
+
+// SignAs returns the headers a named sender adds to a request signed at
+// t with its own secret.
+func SignAs(name string, secret logging.Secret, t time.Time, signed []byte) map[string]string {
+	h := Sign(secret, t, signed)
+	h[SenderHeader] = name
+	return h
 }
 
 func signature(secret logging.Secret, ts string, signed []byte) string {

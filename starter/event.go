@@ -86,6 +86,10 @@ func Validate(e Event, now time.Time) (Plan, error) {
 	return p, nil
 }
 
+// EventKey is the key the event names (its parts, its OTP ids, or its
+// key), or why it names none.
+func (e Event) EventKey() (keys.Key, error) { return e.key() }
+
 func (e Event) key() (keys.Key, error) {
 	byParts := e.Kind != "" || e.ID != "" || e.Stage != ""
 	byOTP := e.OTPUser != "" || e.OTPAttempt != ""

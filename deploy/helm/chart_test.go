@@ -40,7 +40,7 @@ func cloud() map[string]any {
 			"serverCASecret": "", "clientCertificates": map[string]any{"enabled": false}, "apiKeySecret": "temporal-api-key",
 		},
 		"providers": map[string]any{"sendy": map[string]any{"url": "https://api.sendy.example", "sender": "Acme #1: SMS"}},
-		"intake":    map[string]any{"tlsSecret": "", "behindProxy": "10.42.0.0/16", "previousSecret": true, "clientRate": "off"},
+		"intake":    map[string]any{"tlsSecret": "", "behindProxy": "10.42.0.0/16", "previousSecret": true, "namedSenders": true, "clientRate": "off"},
 		"ui":        map[string]any{"enabled": false},
 		"worker":    map[string]any{"keda": map[string]any{"enabled": true}, "extraArgs": []any{"--sendy-rate-limit=120"}},
 		"metrics":   map[string]any{"enabled": true, "serviceMonitor": true, "prometheusRule": true},
@@ -277,6 +277,7 @@ func TestTheCloudValuesUseTheAPIKeyKEDAAndTheTestedAlerts(t *testing.T) {
 		intakeEnv = append(intakeEnv, e.Name)
 	}
 	require.Contains(t, intakeEnv, "SMSORCH_INTAKE_SECRET_PREVIOUS_FILE", "the previous secret is mounted while senders move")
+	require.Contains(t, intakeEnv, "SMSORCH_INTAKE_SENDERS_FILE", "named senders")
 	require.Contains(t, w.Spec.Template.Spec.Containers[0].Command, "--metrics=0.0.0.0:9090")
 
 	so := m.ScaledObjects["sms-smsorch-worker"]

@@ -16,7 +16,6 @@ package helm
 // SIGTERM within its grace period.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -66,7 +65,7 @@ func rehearsalValues() map[string]any {
 		},
 		// This project's server runs one partition a task queue.
 		"worker": map[string]any{"taskQueuePartitions": 1},
-		"intake": map[string]any{"replicas": 1},
+		"intake": map[string]any{"replicas": 1, "namedSenders": true},
 	}
 }
 
@@ -112,6 +111,7 @@ func TestTheChartRunsFromItsOwnManifests(t *testing.T) {
 	intakeIP := ip()
 	https, err := pki.Generate(filepath.Join(dir, "https"), []string{"sms-smsorch-intake.sms.svc"}, []net.IP{net.ParseIP(intakeIP)}, "unused")
 	require.NoError(t, err)
+	shopSecret := hexOf(t, 32)
 	key, err := codec.NewKey("k8s")
 	require.NoError(t, err)
 	idp := apikeytest.New(t, "2026-12")
@@ -127,6 +127,7 @@ func TestTheChartRunsFromItsOwnManifests(t *testing.T) {
 			"ledger": []byte(pgtest.Database(t)), "codec-keys": []byte(key),
 			"bird-access-key": []byte(hexOf(t, 16)), "sendy-token": []byte(hexOf(t, 16)),
 			"intake-secret": []byte(hexOf(t, 32)), "codec-token": []byte(hexOf(t, 32)),
+			"intake-senders": []byte("shop:order+refund:" + shopSecret + "\n"),
 		},
 		"temporal-api-key": {"api-key": []byte(idp.Sign(t, idp.Key, jwt.MapClaims{
 			"sub": "cloud-worker", "iss": "https://idp.example", "aud": "temporal", "exp": time.Now().Add(time.Hour).Unix(),
@@ -182,25 +183,32 @@ func TestTheChartRunsFromItsOwnManifests(t *testing.T) {
 	}
 	t.Logf("every pod is ready: %d workers with certificates, an intake, the UI, a worker with an API key", len(pods["sms-smsorch-worker"]))
 
-	// A signed event to the intake's Service, over HTTPS.
+	// An event from the shop, a named sender, to the intake's Service,
+	// over HTTPS; the shop may not send a one-time code.
 	svc := certs.Services["sms-smsorch-intake"]
 	require.NotNil(t, svc)
 	intakeURL := fmt.Sprintf("https://%s:%d/v1/events", intakeIP, svc.Spec.Ports[0].Port)
 	roots := x509.NewCertPool()
 	require.True(t, roots.AppendCertsFromPEM(readFile(t, https.CA)))
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}, Timeout: 30 * time.Second}
-	body := []byte(`{"key":"order-58213-shipped","provider":"bird","to":"+31612345678","text":"Order 58213 has shipped."}`)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, intakeURL, bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range intake.Sign(logging.Secret(secrets["smsorch"]["intake-secret"]), time.Now(), body) {
-		req.Header.Set(k, v)
+	postAs := func(body string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, intakeURL, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range intake.SignAs("shop", logging.Secret(shopSecret), time.Now(), []byte(body)) {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		got, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode, string(got)
 	}
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	got, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, "signed event: %s", got)
+	code, got := postAs(`{"key":"order-58213-shipped","provider":"bird","to":"+31612345678","text":"Order 58213 has shipped."}`)
+	require.Equal(t, http.StatusAccepted, code, "the shop's signed event: %s", got)
+	code, got = postAs(`{"key":"otp-8412-7","provider":"bird","to":"+31612345678","text":"Your code is 123456."}`)
+	require.Equal(t, http.StatusForbidden, code, "the shop sends no one-time codes: %s", got)
+	require.Contains(t, got, "forbidden_kind")
 
 	// kubectl exec deploy/sms-smsorch-worker -- smsctl wait KEY
 	worker := pods["sms-smsorch-worker"][0]

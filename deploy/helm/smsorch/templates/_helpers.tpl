@@ -168,6 +168,10 @@ provider, a web UI that cannot reach Temporal.
 - name: SMSORCH_INTAKE_SECRET_PREVIOUS_FILE
   value: /etc/smsorch/secrets/intake-secret-previous
 {{- end }}
+{{- if $.Values.intake.namedSenders }}
+- name: SMSORCH_INTAKE_SENDERS_FILE
+  value: /etc/smsorch/secrets/intake-senders
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -190,6 +194,9 @@ provider, a web UI that cannot reach Temporal.
       - {key: intake-secret, path: intake-secret}
 {{- if $.Values.intake.previousSecret }}
       - {key: intake-secret-previous, path: intake-secret-previous}
+{{- end }}
+{{- if $.Values.intake.namedSenders }}
+      - {key: intake-senders, path: intake-senders}
 {{- end }}
 {{- end }}
 {{- end -}}
