@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"github.com/acme/smsorch/internal/devmode"
 	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/metrics"
+	"github.com/acme/smsorch/internal/pki"
 	"github.com/acme/smsorch/internal/tracing"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
@@ -266,8 +268,16 @@ func (a *App) serveIntake() error {
 	a.IntakeURL = "http://" + l.Addr().String()
 	serve := func() error { return a.intake.Serve(l) }
 	if a.Config.IntakeTLSCert != "" {
+		// Read again when renewed in place: new connections get the new
+		// certificate without a restart.
+		r, err := pki.NewReloader(a.Config.IntakeTLSCert, a.Config.IntakeTLSKey)
+		if err != nil {
+			_ = l.Close()
+			return fmt.Errorf("the HTTP intake's TLS: %w", err)
+		}
+		a.intake.TLSConfig = &tls.Config{GetCertificate: r.GetCertificate, MinVersion: tls.VersionTLS12}
 		a.IntakeURL = "https://" + l.Addr().String()
-		serve = func() error { return a.intake.ServeTLS(l, a.Config.IntakeTLSCert, a.Config.IntakeTLSKey) }
+		serve = func() error { return a.intake.ServeTLS(l, "", "") }
 	}
 	go func() {
 		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {

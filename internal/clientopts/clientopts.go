@@ -19,6 +19,7 @@ import (
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/internal/frontends"
 	"github.com/acme/smsorch/internal/logging"
+	"github.com/acme/smsorch/internal/pki"
 	"github.com/acme/smsorch/internal/tracing"
 )
 
@@ -65,6 +66,9 @@ func Build(s Settings) (client.Options, error) {
 			return opts, fmt.Errorf("read the Temporal connection settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, or a TEMPORAL_PROFILE): %w", err)
 		}
 		if err := apiKeyFile(s.Env, &opts); err != nil {
+			return opts, err
+		}
+		if err := reloadClientCert(s.Env, &opts); err != nil {
 			return opts, err
 		}
 	}
@@ -147,5 +151,26 @@ func apiKeyFile(env envconfig.EnvLookup, opts *client.Options) error {
 		// As envconfig does for TEMPORAL_API_KEY: a key goes over TLS.
 		opts.ConnectionOptions.TLS = &tls.Config{}
 	}
+	return nil
+}
+
+// reloadClientCert presents the client certificate of
+// TEMPORAL_TLS_CLIENT_CERT_PATH and _KEY_PATH as the files hold it at
+// each new connection, so that a certificate renewed in place (a
+// mounted Kubernetes Secret) is used without a restart.
+func reloadClientCert(env envconfig.EnvLookup, opts *client.Options) error {
+	cert, _ := env.LookupEnv("TEMPORAL_TLS_CLIENT_CERT_PATH")
+	key, _ := env.LookupEnv("TEMPORAL_TLS_CLIENT_KEY_PATH")
+	if cert == "" || key == "" || opts.ConnectionOptions.TLS == nil {
+		return nil
+	}
+	r, err := pki.NewReloader(cert, key)
+	if err != nil {
+		return fmt.Errorf("TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH: %w", err)
+	}
+	conf := opts.ConnectionOptions.TLS.Clone()
+	conf.Certificates = nil
+	conf.GetClientCertificate = r.GetClientCertificate
+	opts.ConnectionOptions.TLS = conf
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/internal/frontends"
+	"github.com/acme/smsorch/internal/pki"
 )
 
 type env map[string]string
@@ -78,4 +79,24 @@ func TestAnAPIKeyFromAFileGoesOverTLSAndAFileThatCannotServeStopsTheStart(t *tes
 	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
 	_, err = Build(Settings{Env: env{EnvAPIKeyFile: empty}})
 	require.ErrorContains(t, err, "which is empty: write the API key into it")
+}
+
+func TestAClientCertificateFromFilesIsReadAgainWhenRenewed(t *testing.T) {
+	t.Parallel()
+	files, err := pki.Generate(t.TempDir(), []string{"temporal"}, nil, "worker", pki.RoleWorker)
+	require.NoError(t, err)
+	opts, err := Build(Settings{Env: env{"TEMPORAL_ADDRESS": "temporal:7233",
+		"TEMPORAL_TLS_CLIENT_CERT_PATH": files.ClientCert, "TEMPORAL_TLS_CLIENT_KEY_PATH": files.ClientKey, "TEMPORAL_TLS_SERVER_CA_CERT_PATH": files.CA}})
+	require.NoError(t, err)
+	conf := opts.ConnectionOptions.TLS
+	require.NotNil(t, conf)
+	require.Empty(t, conf.Certificates, "not the pair loaded once at start")
+	require.NotNil(t, conf.GetClientCertificate)
+	c, err := conf.GetClientCertificate(nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, c.Certificate)
+	require.NotNil(t, conf.RootCAs, "the server's CA from the environment stays")
+
+	_, err = Build(Settings{Env: env{"TEMPORAL_TLS_CLIENT_CERT_PATH": files.ClientCert, "TEMPORAL_TLS_CLIENT_KEY_PATH": files.ClientKey + ".gone"}})
+	require.Error(t, err, "a key that cannot be read stops the start")
 }
