@@ -347,6 +347,8 @@ func TestSecretsFromFiles(t *testing.T) {
 	err := cfg.WithDefaults().Validate()
 	require.ErrorContains(t, err, "SMSORCH_INTAKE_SENDERS: the sender auth's secret is 5 bytes, shorter than 32")
 	require.NotContains(t, err.Error(), intakeSecret)
+	cfg.IntakeSecret = intakeSecret
+	require.ErrorContains(t, cfg.WithDefaults().Validate(), "the sender shop's secret is also SMSORCH_INTAKE_SECRET")
 	env[EnvIntakeSenders+"_FILE"] = write("senders-broken", "shop=order="+intakeSecret)
 	cfg.ReadEnv(func(k string) string { return env[k] })
 	require.ErrorContains(t, cfg.envErr, "SMSORCH_INTAKE_SENDERS: intake sender 1 is not NAME:KINDS:SECRET")

@@ -487,6 +487,9 @@ func (c Config) validateSecrets() error {
 		if snd.Secret != "" {
 			errs = append(errs, secrets.CheckChosen(EnvIntakeSenders+": the sender "+snd.Name+"'s secret", snd.Secret.Reveal(), random))
 		}
+		if snd.Secret == c.IntakeSecret || snd.Secret == c.IntakePreviousSecret {
+			errs = append(errs, fmt.Errorf("%s: the sender %s's secret is also %s or %s, with which anyone who holds it signs for every kind: give the sender a secret of its own", EnvIntakeSenders, snd.Name, EnvIntakeSecret, EnvIntakePreviousSecret))
+		}
 	}
 	if c.Bird.AccessKey != "" {
 		errs = append(errs, secrets.CheckExample(EnvBirdAccessKey, c.Bird.AccessKey.Reveal(), "use an access key of your Bird workspace"))

@@ -147,6 +147,9 @@ type handler struct {
 	// and the shared secrets as senders without a name or kinds.
 	senders []Sender
 	clients *clientLimits
+	// named is the named senders' budgets, by name: apart from the
+	// clients', so that no client address can be made to look like one.
+	named *clientLimits
 	// unsigned is the budget of requests without a valid signature.
 	unsigned *clientLimits
 }
@@ -171,6 +174,7 @@ func New(s *starter.Starter, cfg Config) http.Handler {
 	unsigned := min(cfg.RatePerMinute, UnsignedPerMinute)
 	h := &handler{s: s, cfg: cfg,
 		clients: newClientLimits(cfg.RatePerMinute, float64(cfg.RatePerMinute)/10),
+		named:   newClientLimits(cfg.RatePerMinute, float64(cfg.RatePerMinute)/10),
 		// A sender with a wrong secret sees a minute's worth of 401s,
 		// with what to fix, before any 429.
 		unsigned: newClientLimits(unsigned, float64(unsigned)),
@@ -232,7 +236,7 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, client string, s
 	sender, code, msg := h.refusal(r, signed)
 	if code == "" {
 		if sender.Name != "" {
-			client = "sender " + sender.Name
+			return sender, h.spend(w, r, h.named, sender.Name, "")
 		}
 		return sender, h.spend(w, r, h.clients, client, "")
 	}
@@ -258,10 +262,16 @@ func (h *handler) refusal(r *http.Request, signed []byte) (sender Sender, code, 
 		// overflow a Duration into passing.
 		return sender, "stale", fmt.Sprintf("%s is %d s from the intake's clock (at most %s): sign again with the current Unix time in seconds, and check the sender's clock", TimestampHeader, abs(now.Unix()-secs), MaxSkew)
 	}
-	for _, s := range h.senders {
-		if s.Name == name && hmac.Equal([]byte(signature(s.Secret, ts, signed)), []byte(sig)) {
-			return s, "", ""
+	// Every secret is tried, whatever the name: the time taken does not
+	// tell which names exist.
+	found := -1
+	for i, s := range h.senders {
+		if hmac.Equal([]byte(signature(s.Secret, ts, signed)), []byte(sig)) && s.Name == name && found < 0 {
+			found = i
 		}
+	}
+	if found >= 0 {
+		return h.senders[found], "", ""
 	}
 	if name != "" {
 		return sender, "unauthorized", fmt.Sprintf("missing or wrong %s for the sender in %s: sign with that sender's own secret (sha256=<hex HMAC-SHA256 of \"<timestamp>.<body>\">), or check its name", SignatureHeader, SenderHeader)

@@ -11,7 +11,8 @@ import (
 
 var (
 	senderName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	kindName   = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+	// kindName is keys' pattern of an event kind.
+	kindName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 )
 
 // ParseSenders reads named senders from their setting
@@ -29,10 +30,19 @@ func ParseSenders(s string) ([]Sender, error) {
 	var out []Sender
 	var errs []error
 	kinds := map[string]string{}
+	owners := map[logging.Secret]string{}
+	var entries []string
+	for _, line := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		// A comment is the whole line, every entry on it.
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		entries = append(entries, strings.Split(line, ",")...)
+	}
 	n := 0
-	for _, entry := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+	for _, entry := range entries {
 		entry = strings.TrimSpace(entry)
-		if entry == "" || strings.HasPrefix(entry, "#") {
+		if entry == "" {
 			continue
 		}
 		n++
@@ -58,7 +68,10 @@ func ParseSenders(s string) ([]Sender, error) {
 		}
 		if snd.Secret == "" {
 			errs = append(errs, fmt.Errorf("intake sender %s has no secret: make one with `openssl rand -hex 32`", name))
+		} else if other, ok := owners[snd.Secret]; ok && other != name {
+			errs = append(errs, fmt.Errorf("intake senders %s and %s have the same secret: each could sign as the other; make one with `openssl rand -hex 32` for each", other, name))
 		}
+		owners[snd.Secret] = name
 		// Both secrets of a rotation serve the same kinds.
 		if prev, ok := kinds[name]; ok && prev != strings.Join(snd.Kinds, "+") {
 			errs = append(errs, fmt.Errorf("intake sender %s is given twice with other kinds: its two secrets (a rotation) serve the same kinds", name))
@@ -66,5 +79,8 @@ func ParseSenders(s string) ([]Sender, error) {
 		kinds[name] = strings.Join(snd.Kinds, "+")
 		out = append(out, snd)
 	}
-	return out, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

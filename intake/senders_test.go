@@ -107,4 +107,6 @@ func TestSendersAreReadFromTheirSettingAndWhatIsWrongIsSaid(t *testing.T) {
 	require.ErrorContains(t, err, "intake sender cron has no secret")
 	require.ErrorContains(t, err, "intake sender shop is given twice with other kinds")
 	require.NotContains(t, err.Error(), "very-secret", "no secret in the message")
+	_, err = ParseSenders("shop:order:one-secret-for-two,auth:otp:one-secret-for-two")
+	require.ErrorContains(t, err, "intake senders shop and auth have the same secret")
 }

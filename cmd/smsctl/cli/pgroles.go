@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -78,14 +79,9 @@ by NAME_FILE instead. docker-compose.yml runs this at every start.`,
 
 // dbName is the database of a postgres:// address, or "".
 func dbName(dsn string) string {
-	_, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
+	u, err := url.Parse(dsn)
+	if err != nil {
 		return ""
 	}
-	_, path, ok := strings.Cut(rest, "/")
-	if !ok {
-		return ""
-	}
-	db, _, _ := strings.Cut(path, "?")
-	return db
+	return strings.TrimPrefix(u.Path, "/")
 }
