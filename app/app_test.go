@@ -1082,3 +1082,40 @@ func TestADatabasePasswordInAFlagIsRefusedOutsideDevMode(t *testing.T) {
 	fromEnv.Codec, fromEnv.IntakeSecret = own, intakeSecret
 	require.NoError(t, fromEnv.WithDefaults().Validate(), "the environment is where it goes")
 }
+
+// The web UI's login: all of it or none, a provider over HTTPS (or on
+// loopback), the callback at the UI's own path, a UI to protect, and a
+// server that takes the provider's tokens.
+func TestTheWebUILoginIsCheckedBeforeAnythingStarts(t *testing.T) {
+	t.Parallel()
+	cert, key := selfSigned(t)
+	login := func(edit func(*Config)) error {
+		c := Config{ServerOnly: true, FrontendAddress: "127.0.0.1:7233", UIAddress: "127.0.0.1:8233",
+			TemporalTLSCert: cert, TemporalTLSKey: key, TemporalTLSCA: cert,
+			TemporalAPIKeysJWKS: "https://idp.example/jwks", TemporalAPIKeysIssuer: "https://idp.example", TemporalAPIKeysAudience: "smsorch-ui",
+			UIOIDCIssuer: "https://idp.example", UIOIDCClientID: "smsorch-ui", UIOIDCClientSecret: "a-secret-from-the-provider",
+			UIOIDCCallbackURL: "https://temporal.example/auth/sso/callback"}
+		edit(&c)
+		return c.WithDefaults().Validate()
+	}
+	require.NoError(t, login(func(*Config) {}))
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"no client secret", func(c *Config) { c.UIOIDCClientSecret = "" }, "needs --ui-oidc-issuer, --ui-oidc-client-id, --ui-oidc-callback-url and SMSORCH_UI_OIDC_CLIENT_SECRET together"},
+		{"a provider in plain HTTP", func(c *Config) { c.UIOIDCIssuer = "http://idp.example" }, `--ui-oidc-issuer "http://idp.example" is not an https:// URL`},
+		{"a callback elsewhere", func(c *Config) { c.UIOIDCCallbackURL = "https://temporal.example/callback" }, "takes the provider's answer at /auth/sso/callback"},
+		{"a server that does not take the tokens", func(c *Config) {
+			c.TemporalAPIKeysJWKS, c.TemporalAPIKeysIssuer, c.TemporalAPIKeysAudience = "", "", ""
+		}, "set --temporal-api-keys-jwks to the provider's key set, --temporal-api-keys-issuer https://idp.example and --temporal-api-keys-audience smsorch-ui"},
+		{"no UI", func(c *Config) { c.UIAddress = Off }, "use it where the process serves the UI"},
+		{"an example secret", func(c *Config) { c.UIOIDCClientSecret = "change-me" }, "SMSORCH_UI_OIDC_CLIENT_SECRET is a published example value"},
+	} {
+		require.ErrorContains(t, login(tc.edit), tc.want, tc.name)
+	}
+	require.NoError(t, login(func(c *Config) {
+		c.UIOIDCIssuer, c.UIOIDCCallbackURL = "http://127.0.0.1:5556/dex", "http://127.0.0.1:8233/auth/sso/callback"
+	}), "plain HTTP on loopback")
+}

@@ -38,6 +38,9 @@ const (
 	// EnvIntakePreviousSecret is the intake secret being retired: requests
 	// signed with it are still accepted while senders move to the new one.
 	EnvIntakePreviousSecret = "SMSORCH_INTAKE_SECRET_PREVIOUS"
+	// EnvUIOIDCClientSecret is the web UI's client secret at its OpenID
+	// Connect provider (--ui-oidc-issuer).
+	EnvUIOIDCClientSecret = "SMSORCH_UI_OIDC_CLIENT_SECRET"
 	// EnvIntakeSenders names senders, each with its own secret and event
 	// kinds (intake.ParseSenders): NAME:KINDS:SECRET, comma-separated.
 	EnvIntakeSenders = "SMSORCH_INTAKE_SENDERS"
@@ -108,6 +111,12 @@ type Config struct {
 	// every API; by default the roles each certificate names (OUs
 	// smsorch-worker, -intake, -operator, -admin) decide what it may call.
 	TemporalTLSAnyClient bool
+	// UIOIDCIssuer, UIOIDCClientID and UIOIDCCallbackURL put the web UI
+	// behind an OpenID Connect login (the client secret from
+	// SMSORCH_UI_OIDC_CLIENT_SECRET): every person logs in, and acts at
+	// Temporal with the roles of their own ID token.
+	UIOIDCIssuer, UIOIDCClientID, UIOIDCCallbackURL string
+	UIOIDCClientSecret                              logging.Secret
 	// TemporalAPIKeysJWKS, in server modes with TLS, also takes clients
 	// that present an API key (a JWT signed by a key of this JSON Web Key
 	// Set, https://, http:// or file://) instead of a certificate; its
@@ -348,11 +357,11 @@ func (c Config) Validate() error {
 	switch {
 	case c.ServerOnly:
 		// The dev stack checks its own settings.
-		return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS())
+		return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS(), c.validateUILogin())
 	case c.UIOnly:
-		return errors.Join(c.validateUIOnly(), c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets())
+		return errors.Join(c.validateUIOnly(), c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateUILogin())
 	}
-	return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS(),
+	return errors.Join(c.envErr, c.validateCodec(), c.validateHealth(), c.validateSecrets(), c.validateTemporalTLS(), c.validateUILogin(),
 		c.validateWorker(), c.Tuning().Validate(), c.validateProviders(), c.validateLimits(), c.validateIntake())
 }
 
@@ -491,6 +500,9 @@ func (c Config) validateSecrets() error {
 			errs = append(errs, fmt.Errorf("%s: the sender %s's secret is also %s or %s, with which anyone who holds it signs for every kind: give the sender a secret of its own", EnvIntakeSenders, snd.Name, EnvIntakeSecret, EnvIntakePreviousSecret))
 		}
 	}
+	if c.UIOIDCClientSecret != "" {
+		errs = append(errs, secrets.CheckExample(EnvUIOIDCClientSecret, c.UIOIDCClientSecret.Reveal(), "use the client secret your OpenID Connect provider gave the web UI"))
+	}
 	if c.Bird.AccessKey != "" {
 		errs = append(errs, secrets.CheckExample(EnvBirdAccessKey, c.Bird.AccessKey.Reveal(), "use an access key of your Bird workspace"))
 	}
@@ -570,6 +582,42 @@ func (c Config) validateIntake() error {
 	return nil
 }
 
+// validateUILogin checks the web UI's OpenID Connect login: all of it
+// or none, a provider reached over HTTPS (or on loopback), a UI to put
+// it in front of, and, where this process runs the server, a server
+// that takes the provider's ID tokens (the API keys' flags).
+func (c Config) validateUILogin() error {
+	set := 0
+	for _, v := range []string{c.UIOIDCIssuer, c.UIOIDCClientID, c.UIOIDCCallbackURL, c.UIOIDCClientSecret.Reveal()} {
+		if v != "" {
+			set++
+		}
+	}
+	if set == 0 {
+		return nil
+	}
+	if set < 4 {
+		return fmt.Errorf("the web UI's login needs --ui-oidc-issuer, --ui-oidc-client-id, --ui-oidc-callback-url and %s together: the provider, the UI's client id and secret there, and the UI's URL with /auth/sso/callback", EnvUIOIDCClientSecret)
+	}
+	if !c.Dev && !c.ServerOnly && !c.UIOnly || c.UIAddress == Off {
+		return errors.New("--ui-oidc-issuer puts the web UI behind a login: use it where the process serves the UI (--dev, --server-only or --ui-only, with --ui)")
+	}
+	var errs []error
+	for name, raw := range map[string]string{"--ui-oidc-issuer": c.UIOIDCIssuer, "--ui-oidc-callback-url": c.UIOIDCCallbackURL} {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopback(u.Hostname()))) {
+			errs = append(errs, fmt.Errorf("%s %q is not an https:// URL (http:// only on loopback): the login's codes and tokens would cross the network in plain", name, raw))
+		}
+	}
+	if u, err := url.Parse(c.UIOIDCCallbackURL); err == nil && u.Path != "/auth/sso/callback" {
+		errs = append(errs, fmt.Errorf("--ui-oidc-callback-url %q: the web UI takes the provider's answer at /auth/sso/callback: give its URL as people reach it with that path (and register it at the provider)", c.UIOIDCCallbackURL))
+	}
+	if (c.Dev || c.ServerOnly) && c.TemporalAPIKeysJWKS == "" {
+		errs = append(errs, fmt.Errorf("the web UI's login sends each person's ID token to this Temporal, which must take it: set --temporal-api-keys-jwks to the provider's key set, --temporal-api-keys-issuer %s and --temporal-api-keys-audience %s (with the server's TLS)", c.UIOIDCIssuer, c.UIOIDCClientID))
+	}
+	return errors.Join(errs...)
+}
+
 // validateTemporalTLS checks the embedded server's mutual TLS settings
 // (the dev stack checks the files at start), and refuses a server-only
 // frontend that anyone on the network could call.
@@ -633,6 +681,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TemporalTLSKey, "temporal-tls-key", "", "the private key of --temporal-tls-cert (PEM)")
 	fs.StringVar(&c.TemporalTLSCA, "temporal-tls-ca", "", "the CA certificate (PEM) that signed the certificates of the servers and of every client: a client without one is refused")
 	fs.StringVar(&c.TemporalTLSServerName, "temporal-tls-server-name", "", "the name clients check in the servers' certificate (default its first DNS name)")
+	fs.StringVar(&c.UIOIDCIssuer, "ui-oidc-issuer", "", "put the web UI behind a login at this OpenID Connect provider (its issuer URL; with --ui-oidc-client-id, --ui-oidc-callback-url and "+EnvUIOIDCClientSecret+"): its API answers 401 without a session, and each person acts at Temporal with the roles of their own ID token (docs/security.md)")
+	fs.StringVar(&c.UIOIDCClientID, "ui-oidc-client-id", "", "the web UI's client id at the OpenID Connect provider")
+	fs.StringVar(&c.UIOIDCCallbackURL, "ui-oidc-callback-url", "", "where the provider sends the browser back: the web UI's URL as people reach it, with /auth/sso/callback")
 	fs.StringVar(&c.TemporalAPIKeysJWKS, "temporal-api-keys-jwks", "", "dev and server-only modes with TLS: also take clients that present an API key (TEMPORAL_API_KEY: a JWT with sub, exp and the roles in \"smsorch_roles\") signed by a key of the JSON Web Key Set at this https://, file:// or loopback http:// URL (docs/security.md)")
 	fs.StringVar(&c.TemporalAPIKeysIssuer, "temporal-api-keys-issuer", "", "with --temporal-api-keys-jwks: the issuer (iss) every API key must name")
 	fs.StringVar(&c.TemporalAPIKeysAudience, "temporal-api-keys-audience", "", "with --temporal-api-keys-jwks: the audience (aud) every API key must name")
@@ -783,6 +834,7 @@ func (c *Config) ReadEnv(getenv func(string) string) {
 	c.Sendy.Token = logging.Secret(get(EnvSendyToken))
 	c.IntakeSecret = logging.Secret(get(EnvIntakeSecret))
 	c.IntakePreviousSecret = logging.Secret(get(EnvIntakePreviousSecret))
+	c.UIOIDCClientSecret = logging.Secret(get(EnvUIOIDCClientSecret))
 	var err error
 	if c.IntakeSenders, err = intake.ParseSenders(get(EnvIntakeSenders)); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvIntakeSenders, err))

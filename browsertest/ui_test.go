@@ -120,7 +120,7 @@ func shows(t *testing.T, ctx context.Context, u, shot string, want ...string) st
 	for {
 		// The page's text and that of its frames (the UI renders a run's
 		// summary and details in sandboxed frames).
-		body, err = chromedp.Run(ctx, chromedp.Evaluate[string](`[document.body.innerText, ...[...document.querySelectorAll('iframe')].map(f => { try { return f.contentDocument.body.innerText } catch (e) { return f.srcdoc || '' } })].join('\n')`))
+		body, err = chromedp.Run(ctx, chromedp.Evaluate[string](`[document.body ? document.body.innerText : '', ...[...document.querySelectorAll('iframe')].map(f => { try { return f.contentDocument.body.innerText } catch (e) { return f.srcdoc || '' } })].join('\n')`))
 		require.NoError(t, err)
 		all := true
 		for _, w := range want {

@@ -267,6 +267,42 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		}
 	})
 
+	t.Run("the web UI's login, when set, reaches the UI and the servers, and passes Validate", func(t *testing.T) {
+		login := userEnv(t)
+		for k, v := range map[string]string{"SMSORCH_OIDC_ISSUER": "https://idp.example", "SMSORCH_OIDC_JWKS": "https://idp.example/keys",
+			"SMSORCH_UI_OIDC_CLIENT_ID": "smsorch-ui", "SMSORCH_UI_OIDC_CLIENT_SECRET": "a-secret-from-the-provider",
+			"SMSORCH_UI_OIDC_CALLBACK_URL": "https://temporal.example/auth/sso/callback"} {
+			require.Contains(t, login, k, ".env.example lists %s", k)
+			login[k] = v
+		}
+		lf, err := Load(composePath, login)
+		require.NoError(t, err)
+		t.Cleanup(func() { app.UseEmbedded(nil) })
+		app.UseEmbedded(stackproc.Start)
+		for _, name := range []string{"temporal", "temporal-ui"} {
+			s := lf.Services[name]
+			for k, v := range s.Environment {
+				t.Setenv(k, v)
+			}
+			var cfg app.Config
+			fs := flag.NewFlagSet(name, flag.ContinueOnError)
+			cfg.RegisterFlags(fs)
+			require.NoError(t, fs.Parse(s.Command[1:]), name)
+			cfg.ReadEnv(os.Getenv)
+			require.NoError(t, cfg.WithDefaults().Validate(), name)
+			if name == "temporal" {
+				require.Equal(t, "https://idp.example/keys", cfg.TemporalAPIKeysJWKS)
+				require.Equal(t, "smsorch-ui", cfg.TemporalAPIKeysAudience, "the servers take the UI's people's ID tokens")
+			} else {
+				require.Equal(t, "https://idp.example", cfg.UIOIDCIssuer)
+				require.Equal(t, "a-secret-from-the-provider", cfg.UIOIDCClientSecret.Reveal())
+			}
+			for k := range s.Environment {
+				_ = os.Unsetenv(k)
+			}
+		}
+	})
+
 	t.Run("every command line parses with the real flags and passes Validate", func(t *testing.T) {
 		t.Cleanup(func() { app.UseEmbedded(nil) })
 		for _, name := range ours {
@@ -439,7 +475,7 @@ func variablesTheCodeReads(t *testing.T) map[string]bool {
 	require.NoError(t, err)
 	for name, k := range map[string]string{
 		"EnvBirdAccessKey": app.EnvBirdAccessKey, "EnvSendyToken": app.EnvSendyToken,
-		"EnvIntakeSecret": app.EnvIntakeSecret, "EnvIntakePreviousSecret": app.EnvIntakePreviousSecret, "EnvIntakeSenders": app.EnvIntakeSenders,
+		"EnvIntakeSecret": app.EnvIntakeSecret, "EnvIntakePreviousSecret": app.EnvIntakePreviousSecret, "EnvIntakeSenders": app.EnvIntakeSenders, "EnvUIOIDCClientSecret": app.EnvUIOIDCClientSecret,
 		"EnvLedger": app.EnvLedger, "EnvTemporalDB": app.EnvTemporalDB, "codec.EnvToken": codec.EnvToken,
 	} {
 		require.Contains(t, string(src), "get("+name+")", "config.go reads %s (or its _FILE)", k)

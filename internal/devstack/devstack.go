@@ -106,6 +106,8 @@ type Config struct {
 	// APIKeys, when set (with TLS), also takes clients that present an
 	// API key instead of a certificate (stackspec.APIKeys).
 	APIKeys *stackspec.APIKeys
+	// UILogin puts the web UI behind an OpenID Connect login.
+	UILogin *stackspec.UILogin
 }
 
 func (c Config) withDefaults() Config {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acme/smsorch/internal/freeport"
+	"github.com/acme/smsorch/internal/stackspec"
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
@@ -58,8 +59,23 @@ func (s *Stack) buildUI() error {
 		DisableNewsFetch:    true, // the machines this runs on may have no internet
 		Codec:               uiconfig.Codec{Endpoint: s.cfg.CodecEndpoint},
 		TLS:                 s.uiTLS(),
+		Auth:                uiAuth(s.cfg.UILogin),
 	}))
 	return nil
+}
+
+// uiAuth is the UI's login: none, or the OpenID Connect provider's,
+// straight to it (no page of the UI's own first), the person's ID token
+// as the bearer towards Temporal.
+func uiAuth(l *stackspec.UILogin) uiconfig.Auth {
+	if l == nil {
+		return uiconfig.Auth{}
+	}
+	return uiconfig.Auth{Enabled: true, RedirectToProvider: true, Providers: []uiconfig.AuthProvider{{
+		Label: "sso", Type: "oidc", ProviderURL: l.Issuer, IssuerUrl: l.Issuer,
+		ClientID: l.ClientID, ClientSecret: l.ClientSecret, CallbackURL: l.CallbackURL,
+		Scopes: []string{"openid", "profile", "email"}, UseIDTokenAsBearer: true,
+	}}}
 }
 
 // uiTLS is how the UI's server reaches the frontend: with the server's
@@ -91,7 +107,9 @@ type UIConfig struct {
 	// TLS, when set, is the UI's client certificate and key, and the CA
 	// that signed the frontend's certificate (ServerName: the name to
 	// check in it; default the frontend's host).
-	TLS    *TLS
+	TLS *TLS
+	// Login, when set, puts the UI behind an OpenID Connect login.
+	Login  *stackspec.UILogin
 	Logger *zap.Logger
 }
 
@@ -116,7 +134,7 @@ func StartUI(ctx context.Context, cfg UIConfig) (*Stack, error) {
 			return nil, err
 		}
 	}
-	s := &Stack{cfg: Config{UIAddress: cfg.Address, Namespace: cfg.Namespace, CodecEndpoint: cfg.CodecEndpoint, Logger: cfg.Logger, TLS: cfg.TLS}, frontendAddr: cfg.Frontend, uiOnly: true}
+	s := &Stack{cfg: Config{UIAddress: cfg.Address, Namespace: cfg.Namespace, CodecEndpoint: cfg.CodecEndpoint, Logger: cfg.Logger, TLS: cfg.TLS, UILogin: cfg.Login}, frontendAddr: cfg.Frontend, uiOnly: true}
 	if err := s.buildUI(); err != nil {
 		return nil, err
 	}

@@ -43,6 +43,8 @@ type Request struct {
 	// APIKeys lets clients prove who they are with an API key instead of
 	// a client certificate (server modes, with TLS).
 	APIKeys *APIKeys `json:"apiKeys,omitempty"`
+	// UILogin puts the web UI behind an OpenID Connect login.
+	UILogin *UILogin `json:"uiLogin,omitempty"`
 	// WithoutSearchAttributes leaves the project's search attributes
 	// unregistered, as on a cluster a worker prepares itself (tests).
 	WithoutSearchAttributes bool `json:"withoutSearchAttributes,omitempty"`
@@ -168,6 +170,24 @@ type APIKeys struct {
 	JWKS string
 	// Issuer and Audience, when set, must be the keys' "iss" and "aud".
 	Issuer, Audience string
+}
+
+// UILogin makes the web UI log people in with an OpenID Connect provider
+// before it shows or does anything: its API answers 401 without a
+// session, and it calls Temporal with the person's ID token, so that
+// what they may do is what the roles in that token allow (the server
+// takes the provider's tokens as API keys: APIKeys with the provider's
+// key set, issuer, and the client id as audience).
+type UILogin struct {
+	// Issuer is the provider's issuer URL (its discovery document is at
+	// Issuer/.well-known/openid-configuration).
+	Issuer string `json:"issuer"`
+	// ClientID and ClientSecret are the UI's at the provider.
+	ClientID     string `json:"clientId"`
+	ClientSecret string `json:"clientSecret"`
+	// CallbackURL is where the provider sends the browser back:
+	// the UI's public URL with /auth/sso/callback.
+	CallbackURL string `json:"callbackUrl"`
 }
 
 // ReadyPrefix starts the line of stdout on which a stack started in a
