@@ -1111,11 +1111,18 @@ func TestTheWebUILoginIsCheckedBeforeAnythingStarts(t *testing.T) {
 			c.TemporalAPIKeysJWKS, c.TemporalAPIKeysIssuer, c.TemporalAPIKeysAudience = "", "", ""
 		}, "set --temporal-api-keys-jwks to the provider's key set, --temporal-api-keys-issuer https://idp.example and --temporal-api-keys-audience smsorch-ui"},
 		{"no UI", func(c *Config) { c.UIAddress = Off }, "use it where the process serves the UI"},
+		{"a server that takes another issuer's tokens", func(c *Config) { c.TemporalAPIKeysIssuer = "https://other.example" }, "--temporal-api-keys-issuer https://idp.example"},
+		{"a server that takes tokens for another audience", func(c *Config) { c.TemporalAPIKeysAudience = "temporal-api" }, "--temporal-api-keys-audience smsorch-ui"},
+		{"a UI-only process without TLS to Temporal", func(c *Config) {
+			c.ServerOnly, c.UIOnly, c.TemporalTLSCert, c.TemporalTLSKey, c.TemporalTLSCA = false, true, "", "", ""
+			c.TemporalAPIKeysJWKS, c.TemporalAPIKeysIssuer, c.TemporalAPIKeysAudience = "", "", ""
+		}, "set TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH and TEMPORAL_TLS_SERVER_CA_CERT_PATH"},
 		{"an example secret", func(c *Config) { c.UIOIDCClientSecret = "change-me" }, "SMSORCH_UI_OIDC_CLIENT_SECRET is a published example value"},
 	} {
 		require.ErrorContains(t, login(tc.edit), tc.want, tc.name)
 	}
 	require.NoError(t, login(func(c *Config) {
 		c.UIOIDCIssuer, c.UIOIDCCallbackURL = "http://127.0.0.1:5556/dex", "http://127.0.0.1:8233/auth/sso/callback"
+		c.TemporalAPIKeysIssuer = c.UIOIDCIssuer
 	}), "plain HTTP on loopback")
 }

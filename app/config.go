@@ -612,8 +612,11 @@ func (c Config) validateUILogin() error {
 	if u, err := url.Parse(c.UIOIDCCallbackURL); err == nil && u.Path != "/auth/sso/callback" {
 		errs = append(errs, fmt.Errorf("--ui-oidc-callback-url %q: the web UI takes the provider's answer at /auth/sso/callback: give its URL as people reach it with that path (and register it at the provider)", c.UIOIDCCallbackURL))
 	}
-	if (c.Dev || c.ServerOnly) && c.TemporalAPIKeysJWKS == "" {
+	if (c.Dev || c.ServerOnly) && (c.TemporalAPIKeysJWKS == "" || strings.TrimSuffix(c.TemporalAPIKeysIssuer, "/") != strings.TrimSuffix(c.UIOIDCIssuer, "/") || c.TemporalAPIKeysAudience != c.UIOIDCClientID) {
 		errs = append(errs, fmt.Errorf("the web UI's login sends each person's ID token to this Temporal, which must take it: set --temporal-api-keys-jwks to the provider's key set, --temporal-api-keys-issuer %s and --temporal-api-keys-audience %s (with the server's TLS)", c.UIOIDCIssuer, c.UIOIDCClientID))
+	}
+	if c.UIOnly && (c.envTLSCert == "" || c.envTLSKey == "" || c.envTLSCA == "") {
+		errs = append(errs, errors.New("the web UI's login sends each person's ID token to Temporal, which takes it only over TLS and checks its roles only with mutual TLS on: set TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH and TEMPORAL_TLS_SERVER_CA_CERT_PATH"))
 	}
 	return errors.Join(errs...)
 }
@@ -696,7 +699,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.IntakeAddress, "intake", DefaultIntakeAddress, `the HTTP event intake address, or "off"; unsigned (no `+EnvIntakeSecret+`) only on loopback, and outside dev mode only with --intake-insecure`)
 	fs.BoolVar(&c.AcceptUnsealed, "accept-unsealed", false, "outside dev mode, act on runs and decisions that reach the worker unsealed (started before "+codec.EnvKeys+" was set): give it to every worker until those runs end; without it they fail before sending")
 	fs.BoolVar(&c.PlaintextPayloads, "plaintext-payloads", false, "outside dev mode, run without "+codec.EnvKeys+": recipients and texts then stand in plain text in Temporal")
-	fs.Func("codec-ui-origin", "a web UI origin (http://host:port) whose pages may call the codec server (repeat for more; the embedded UI is always allowed)", func(v string) error {
+	fs.Func("codec-ui-origin", "a web UI origin (http://host:port) where people open the UI: the UI answers for its host, and its pages may call the codec server (repeat for more; the UI's own address is always allowed)", func(v string) error {
 		if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
 			return fmt.Errorf("write an origin like https://temporal-ui.internal")
 		}

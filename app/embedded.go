@@ -53,7 +53,7 @@ func startEmbedded(ctx context.Context, cfg Config, log *zap.Logger, codecEndpoi
 // embeddedRequest is what the mode asks of the embedded stack.
 func (c Config) embeddedRequest(codecEndpoint string) stackspec.Request {
 	if c.UIOnly {
-		req := stackspec.Request{UIOnly: true, UIAddress: c.UIAddress, UIFrontend: c.UIFrontend, Namespace: c.uiNamespace(), CodecEndpoint: codecEndpoint, UILogin: c.uiLogin()}
+		req := stackspec.Request{UIOnly: true, UIAddress: c.UIAddress, UIFrontend: c.UIFrontend, Namespace: c.uiNamespace(), CodecEndpoint: codecEndpoint, UILogin: c.uiLogin(), UIOrigins: c.CodecUIOrigins}
 		if c.envTLSCert != "" || c.envTLSKey != "" || c.envTLSCA != "" {
 			req.TLS = &stackspec.TLS{CertFile: c.envTLSCert, KeyFile: c.envTLSKey, CAFile: c.envTLSCA, ServerName: c.envTLSServerName}
 		}
@@ -61,7 +61,7 @@ func (c Config) embeddedRequest(codecEndpoint string) stackspec.Request {
 	}
 	req := stackspec.Request{
 		FrontendAddress: c.FrontendAddress, UIAddress: c.UIAddress, DataDir: c.DataDir,
-		Database: c.TemporalDB, BroadcastAddress: c.BroadcastAddress, CodecEndpoint: codecEndpoint, UILogin: c.uiLogin(),
+		Database: c.TemporalDB, BroadcastAddress: c.BroadcastAddress, CodecEndpoint: codecEndpoint, UILogin: c.uiLogin(), UIOrigins: c.CodecUIOrigins,
 	}
 	if c.TemporalTLSCert != "" {
 		req.TLS = &stackspec.TLS{CertFile: c.TemporalTLSCert, KeyFile: c.TemporalTLSKey, CAFile: c.TemporalTLSCA, ServerName: c.TemporalTLSServerName, AnyClient: c.TemporalTLSAnyClient}

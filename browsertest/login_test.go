@@ -109,6 +109,12 @@ func TestTheWebUILogsPeopleInAndActsWithTheirOwnToken(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the UI's API without a login")
+	// The UI server's raw history download would reach Temporal as the
+	// UI itself, without a person: behind the login it is off.
+	resp, err = http.Get(ui + "/api/v1/namespaces/default/workflows/order-7-shipped/run//history.json")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "the raw history without a login")
 
 	// An operator logs in (the provider logs the queued person in at
 	// once) and sees the run.

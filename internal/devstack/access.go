@@ -134,6 +134,11 @@ func (a *access) apiKey(header string, now time.Time) roles {
 		r.refused = fmt.Sprintf("%s is not issued by %s", r.who, a.issuer)
 	case !claims.VerifyAudience(a.audience, true):
 		r.refused = fmt.Sprintf("%s is not for the audience %s", r.who, a.audience)
+	case !forThisAudienceAlone(claims, a.audience):
+		// OpenID Connect Core 3.1.3.7: a token for several audiences
+		// names the one it was issued to (azp); one issued to another
+		// client that merely lists this audience is not ours.
+		r.refused = fmt.Sprintf("%s was issued to another client (azp) than %s, or lists several audiences without saying which it was issued to", r.who, a.audience)
 	case claims[RolesClaim] != nil && !listed:
 		r.refused = fmt.Sprintf("%s has a %q claim that is not a list of role names", r.who, RolesClaim)
 	}
@@ -143,6 +148,20 @@ func (a *access) apiKey(header string, now time.Time) roles {
 		}
 	}
 	return r
+}
+
+// forThisAudienceAlone says a token was issued to audience: its
+// authorized party, when it names one, is audience, and a token for
+// several audiences names one.
+func forThisAudienceAlone(claims jwt.MapClaims, audience string) bool {
+	azp, hasAzp := claims["azp"].(string)
+	if hasAzp && azp != audience {
+		return false
+	}
+	if list, ok := claims["aud"].([]any); ok && len(list) > 1 && !hasAzp {
+		return false
+	}
+	return true
 }
 
 // keyFunc finds the public key that signed an API key, by its kid.

@@ -384,6 +384,22 @@ func TestAPIKeysAndCertificatesShareOneAuthorizer(t *testing.T) {
 	otherAudience := claims("orders-app", pki.RoleIntake)
 	otherAudience["aud"] = "billing"
 	refused(t, describe(dial(serverOnly, key(signer, otherAudience))), `the API key of "orders-app" is not for the audience temporal`)
+	// Issued to another client that also lists this audience (OpenID
+	// Connect Core 3.1.3.7): refused; issued to this one, taken.
+	for _, c := range []struct {
+		aud any
+		azp string
+	}{{[]any{"temporal", "billing"}, ""}, {"temporal", "billing"}, {[]any{"temporal", "billing"}, "billing"}} {
+		cross := claims("orders-app", pki.RoleIntake)
+		cross["aud"] = c.aud
+		if c.azp != "" {
+			cross["azp"] = c.azp
+		}
+		refused(t, describe(dial(serverOnly, key(signer, cross))), "was issued to another client (azp) than temporal")
+	}
+	ours := claims("orders-app", pki.RoleIntake)
+	ours["aud"], ours["azp"] = []any{"temporal", "billing"}, "temporal"
+	require.NoError(t, describe(dial(serverOnly, key(signer, ours))), "issued to this audience, and for another too")
 	stringExp := claims("orders-app", pki.RoleIntake)
 	stringExp["exp"] = "tomorrow"
 	refused(t, describe(dial(serverOnly, key(signer, stringExp))), `the API key's expiry ("exp") is not a number of seconds since 1970`)

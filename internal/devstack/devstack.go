@@ -108,6 +108,9 @@ type Config struct {
 	APIKeys *stackspec.APIKeys
 	// UILogin puts the web UI behind an OpenID Connect login.
 	UILogin *stackspec.UILogin
+	// UIHosts are the host:port the web UI answers for besides its own
+	// address and loopback names (a request for another Host gets 421).
+	UIHosts []string
 }
 
 func (c Config) withDefaults() Config {
@@ -234,8 +237,10 @@ type Stack struct {
 	server       temporal.Server
 	ui           *uiserver.Server
 	uiDone       chan error
+	uiFront      *uiFront
 	frontendAddr string
 	uiAddr       string
+	uiInner      string // the UI server's own loopback address, behind uiFront
 	dbPath       string
 	uiOnly       bool // StartUI: no server in this process
 	// With mutual TLS: what the process's own clients present, and the
@@ -327,6 +332,13 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.frontendAddr = net.JoinHostPort(frontendHost, strconv.Itoa(frontendPort))
 
 	if cfg.UIAddress != UIOff {
+		jwks := ""
+		if cfg.APIKeys != nil {
+			jwks = cfg.APIKeys.JWKS
+		}
+		if err := checkProvider(ctx, cfg.UILogin, jwks); err != nil {
+			return nil, err
+		}
 		if err := s.buildUI(); err != nil {
 			return nil, err
 		}
@@ -357,8 +369,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, fmt.Errorf("start the Temporal server: %w", err)
 	}
 	if s.ui != nil {
-		s.uiDone = make(chan error, 1)
-		go func() { s.uiDone <- s.ui.Start() }()
+		if err := s.startUI(); err != nil {
+			_ = s.Stop()
+			return nil, err
+		}
 	}
 	if err := s.ready(ctx); err != nil {
 		_ = s.Stop()
@@ -377,6 +391,11 @@ func (s *Stack) closeKeys() {
 func (s *Stack) Stop() error {
 	s.stopOnce.Do(func() {
 		s.stopping.Store(true)
+		if s.uiFront != nil {
+			if err := s.uiFront.stop(); err != nil {
+				s.cfg.Logger.Warn("web UI's front stopped with an error", zap.Error(err))
+			}
+		}
 		if s.ui != nil {
 			s.ui.Stop()
 			if s.uiDone != nil {

@@ -18,7 +18,7 @@ func Embed(ctx context.Context, req stackspec.Request, log *zap.Logger) (stacksp
 	if req.UIOnly {
 		s, err := StartUI(ctx, UIConfig{
 			Address: req.UIAddress, Frontend: req.UIFrontend, Namespace: req.Namespace,
-			CodecEndpoint: req.CodecEndpoint, Logger: log, TLS: req.TLS, Login: req.UILogin,
+			CodecEndpoint: req.CodecEndpoint, Logger: log, TLS: req.TLS, Login: req.UILogin, Hosts: hostsOfURLs(req.UIOrigins...),
 		})
 		if err != nil {
 			return nil, err
@@ -33,7 +33,7 @@ func Embed(ctx context.Context, req stackspec.Request, log *zap.Logger) (stacksp
 		TLS: req.TLS, APIKeys: req.APIKeys,
 		FrontendAddress: req.FrontendAddress, UIAddress: req.UIAddress, DataDir: req.DataDir,
 		Database: req.Database, BroadcastAddress: req.BroadcastAddress,
-		SearchAttributes: attrs, Logger: log, CodecEndpoint: req.CodecEndpoint, UILogin: req.UILogin,
+		SearchAttributes: attrs, Logger: log, CodecEndpoint: req.CodecEndpoint, UILogin: req.UILogin, UIHosts: hostsOfURLs(req.UIOrigins...),
 	})
 	if err != nil {
 		return nil, err

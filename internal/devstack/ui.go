@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -48,9 +49,15 @@ func (s *Stack) buildUI() error {
 		return fmt.Errorf("UI address %s: %w", s.cfg.UIAddress, err)
 	}
 	s.uiAddr = net.JoinHostPort(uiHost, strconv.Itoa(uiPort))
+	// The UI server listens on loopback behind the front, which checks
+	// the Host of each request (uifront.go).
+	var innerPort int
+	if s.uiInner, innerPort, err = innerUIAddr(freeport.Low); err != nil {
+		return fmt.Errorf("a loopback port for the web UI behind its front: %w", err)
+	}
 	s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
-		Host:                uiHost,
-		Port:                uiPort,
+		Host:                "127.0.0.1",
+		Port:                innerPort,
 		TemporalGRPCAddress: s.frontendAddr,
 		EnableUI:            true,
 		DefaultNamespace:    s.cfg.Namespace,
@@ -109,7 +116,10 @@ type UIConfig struct {
 	// check in it; default the frontend's host).
 	TLS *TLS
 	// Login, when set, puts the UI behind an OpenID Connect login.
-	Login  *stackspec.UILogin
+	Login *stackspec.UILogin
+	// Hosts are the host:port the UI answers for besides its own address
+	// (and its loopback names): where people open it.
+	Hosts  []string
 	Logger *zap.Logger
 }
 
@@ -134,15 +144,19 @@ func StartUI(ctx context.Context, cfg UIConfig) (*Stack, error) {
 			return nil, err
 		}
 	}
-	s := &Stack{cfg: Config{UIAddress: cfg.Address, Namespace: cfg.Namespace, CodecEndpoint: cfg.CodecEndpoint, Logger: cfg.Logger, TLS: cfg.TLS, UILogin: cfg.Login}, frontendAddr: cfg.Frontend, uiOnly: true}
+	s := &Stack{cfg: Config{UIAddress: cfg.Address, Namespace: cfg.Namespace, CodecEndpoint: cfg.CodecEndpoint, Logger: cfg.Logger, TLS: cfg.TLS, UILogin: cfg.Login, UIHosts: cfg.Hosts}, frontendAddr: cfg.Frontend, uiOnly: true}
+	if err := checkProvider(ctx, cfg.Login, ""); err != nil {
+		return nil, err
+	}
 	if err := s.buildUI(); err != nil {
 		return nil, err
 	}
 	if err := freeport.Check(s.uiAddr); err != nil {
 		return nil, fmt.Errorf("the web UI cannot listen on %s: %w (stop what uses it or choose another UI address)", s.uiAddr, err)
 	}
-	s.uiDone = make(chan error, 1)
-	go func() { s.uiDone <- s.ui.Start() }()
+	if err := s.startUI(); err != nil {
+		return nil, err
+	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := s.waitUI(wctx); err != nil {
@@ -150,4 +164,24 @@ func StartUI(ctx context.Context, cfg UIConfig) (*Stack, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// startUI starts the UI server and its front.
+func (s *Stack) startUI() error {
+	hosts := uiHosts(s.uiAddr, append(slices.Clone(s.cfg.UIHosts), hostsOfURLs(s.callbackURL())...))
+	front, err := startUIFront(s.uiAddr, s.uiInner, hosts, s.cfg.UILogin != nil)
+	if err != nil {
+		return err
+	}
+	s.uiFront = front
+	s.uiDone = make(chan error, 1)
+	go func() { s.uiDone <- s.ui.Start() }()
+	return nil
+}
+
+func (s *Stack) callbackURL() string {
+	if s.cfg.UILogin == nil {
+		return ""
+	}
+	return s.cfg.UILogin.CallbackURL
 }

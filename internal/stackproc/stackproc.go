@@ -92,7 +92,11 @@ func Start(ctx context.Context, req stackspec.Request, log *zap.Logger) (stacksp
 		s.removeTemp()
 		return nil, err
 	}
-	s.cmd = exec.Command(bin, "-request", string(js), "-log-level", lowestLevel(log))
+	// The request goes in the child's environment, which only its user
+	// reads, not on its command line, which every user does (it may
+	// hold the web UI's client secret).
+	s.cmd = exec.Command(bin, "-log-level", lowestLevel(log))
+	s.cmd.Env = append(os.Environ(), stackspec.EnvRequest+"="+string(js))
 	s.cmd.SysProcAttr = ChildAttr()
 	stdin, err := s.cmd.StdinPipe()
 	if err != nil {

@@ -45,6 +45,9 @@ type Request struct {
 	APIKeys *APIKeys `json:"apiKeys,omitempty"`
 	// UILogin puts the web UI behind an OpenID Connect login.
 	UILogin *UILogin `json:"uiLogin,omitempty"`
+	// UIOrigins are where people open the web UI (http://host:port)
+	// besides its own address: it answers for no other Host.
+	UIOrigins []string `json:"uiOrigins,omitempty"`
 	// WithoutSearchAttributes leaves the project's search attributes
 	// unregistered, as on a cluster a worker prepares itself (tests).
 	WithoutSearchAttributes bool `json:"withoutSearchAttributes,omitempty"`
@@ -189,6 +192,10 @@ type UILogin struct {
 	// the UI's public URL with /auth/sso/callback.
 	CallbackURL string `json:"callbackUrl"`
 }
+
+// EnvRequest is the variable in which a stack started in a child process
+// gets its Request, as JSON.
+const EnvRequest = "SMSORCH_DEVSTACKD_REQUEST"
 
 // ReadyPrefix starts the line of stdout on which a stack started in a
 // child process reports Ready: a line the server printed itself is not

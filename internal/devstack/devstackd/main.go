@@ -32,9 +32,13 @@ func main() {
 }
 
 func run() int {
-	request := flag.String("request", "", "the stack to start: a stackspec.Request as JSON")
+	request := flag.String("request", "", "the stack to start: a stackspec.Request as JSON (default $"+stackspec.EnvRequest+", which keeps a secret in it off the command line)")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	flag.Parse()
+	if *request == "" {
+		*request = os.Getenv(stackspec.EnvRequest)
+		_ = os.Unsetenv(stackspec.EnvRequest)
+	}
 	var req stackspec.Request
 	if err := json.Unmarshal([]byte(*request), &req); err != nil {
 		fmt.Fprintf(os.Stderr, "devstackd: -request is not a stack request in JSON: %v\n", err)
