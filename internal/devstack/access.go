@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -91,6 +90,10 @@ func (a *access) GetClaims(info *authorization.AuthInfo) (*authorization.Claims,
 	return &authorization.Claims{Subject: cert.Subject.String(), Extensions: rolesOf(cert, a.self), AuthType: "mtls"}, nil
 }
 
+// clockLeeway is how far apart the clocks of an API key's issuer and of
+// this server may be.
+const clockLeeway = time.Minute
+
 // apiKey verifies a "Bearer KEY" header and reads the key's roles.
 func (a *access) apiKey(header string, now time.Time) roles {
 	r := roles{apiKey: true, who: "the API key", subject: "API key"}
@@ -104,16 +107,33 @@ func (a *access) apiKey(header string, now time.Time) roles {
 		return r
 	}
 	claims := jwt.MapClaims{}
-	_, err := jwt.ParseWithClaims(token, claims, a.keyFunc)
-	var invalid *jwt.ValidationError
+	// The signature here; the times below, with a minute's leeway for
+	// clocks apart (an identity provider's a second ahead of this
+	// server's would refuse a login made now).
+	_, err := jwt.NewParser(jwt.WithoutClaimsValidation()).ParseWithClaims(token, claims, a.keyFunc)
 	exp, expIsNumber := claims["exp"].(float64)
+	_, expGiven := claims["exp"]
+	nbf, nbfIsNumber := claims["nbf"].(float64)
+	iat, iatIsNumber := claims["iat"].(float64)
+	at := func(secs float64) time.Time { return time.Unix(int64(secs), 0) }
+	// The times of a key nobody can vouch for say nothing: the signature
+	// is checked first.
 	switch {
-	case errors.As(err, &invalid) && invalid.Errors&jwt.ValidationErrorExpired != 0 && expIsNumber:
-		r.refused = fmt.Sprintf("the API key expired at %s: make a new one", time.Unix(int64(exp), 0).UTC().Format(time.RFC3339))
-		return r
-	case errors.As(err, &invalid) && invalid.Errors&jwt.ValidationErrorExpired != 0:
+	case err != nil:
+	case expGiven && !expIsNumber:
 		r.refused = `the API key's expiry ("exp") is not a number of seconds since 1970`
 		return r
+	case expIsNumber && now.After(at(exp).Add(clockLeeway)):
+		r.refused = fmt.Sprintf("the API key expired at %s: make a new one (in the web UI: log in again)", at(exp).UTC().Format(time.RFC3339))
+		return r
+	case nbfIsNumber && now.Add(clockLeeway).Before(at(nbf)):
+		r.refused = fmt.Sprintf("the API key is not valid before %s: check the clocks of its issuer and of this server", at(nbf).UTC().Format(time.RFC3339))
+		return r
+	case iatIsNumber && now.Add(clockLeeway).Before(at(iat)):
+		r.refused = fmt.Sprintf("the API key was issued at %s, in this server's future: check the clocks of its issuer and of this server", at(iat).UTC().Format(time.RFC3339))
+		return r
+	}
+	switch {
 	case err != nil:
 		// The reasons name no more of what the caller sent than 80
 		// characters: they are logged and returned.

@@ -370,7 +370,7 @@ func TestAPIKeysAndCertificatesShareOneAuthorizer(t *testing.T) {
 	require.NoError(t, describe(dial(conf, "")), "a worker's certificate still works")
 
 	expired := claims("orders-app", pki.RoleIntake)
-	expired["exp"] = time.Now().Add(-time.Minute).Unix()
+	expired["exp"] = time.Now().Add(-10 * time.Minute).Unix()
 	refused(t, describe(dial(serverOnly, key(signer, expired))), "the API key expired at ")
 	refused(t, describe(dial(serverOnly, key(other, claims("mallory", pki.RoleAdmin)))), "the API key is not one this Temporal takes (crypto/ecdsa: verification error): it takes JWTs signed by a key of its JWKS (--temporal-api-keys-jwks)")
 	unknownKid := jwt.NewWithClaims(jwt.SigningMethodES256, claims("mallory", pki.RoleAdmin))
@@ -400,6 +400,18 @@ func TestAPIKeysAndCertificatesShareOneAuthorizer(t *testing.T) {
 	ours := claims("orders-app", pki.RoleIntake)
 	ours["aud"], ours["azp"] = []any{"temporal", "billing"}, "temporal"
 	require.NoError(t, describe(dial(serverOnly, key(signer, ours))), "issued to this audience, and for another too")
+	// Clocks a little apart take a key; a key from the future, or long
+	// expired, not.
+	skewed := claims("orders-app", pki.RoleIntake)
+	skewed["iat"], skewed["nbf"] = time.Now().Add(30*time.Second).Unix(), time.Now().Add(30*time.Second).Unix()
+	skewed["exp"] = time.Now().Add(-30 * time.Second).Unix()
+	require.NoError(t, describe(dial(serverOnly, key(signer, skewed))), "issued by a clock 30 s ahead, or just expired: within the leeway")
+	future := claims("orders-app", pki.RoleIntake)
+	future["iat"] = time.Now().Add(10 * time.Minute).Unix()
+	refused(t, describe(dial(serverOnly, key(signer, future))), "in this server's future: check the clocks of its issuer and of this server")
+	notYet := claims("orders-app", pki.RoleIntake)
+	notYet["nbf"] = time.Now().Add(10 * time.Minute).Unix()
+	refused(t, describe(dial(serverOnly, key(signer, notYet))), "the API key is not valid before ")
 	stringExp := claims("orders-app", pki.RoleIntake)
 	stringExp["exp"] = "tomorrow"
 	refused(t, describe(dial(serverOnly, key(signer, stringExp))), `the API key's expiry ("exp") is not a number of seconds since 1970`)
