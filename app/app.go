@@ -473,7 +473,7 @@ func (a *App) Banner() string {
 	}
 	if a.IntakeURL != "" {
 		signed := "unsigned requests accepted"
-		if a.Config.IntakeSecret != "" || len(a.Config.IntakeSenders) > 0 {
+		if a.Config.intakeSigned() {
 			signed = "requests must be signed"
 		}
 		fmt.Fprintf(&b, "  HTTP intake:        POST %s/v1/events (%s)\n", a.IntakeURL, signed)

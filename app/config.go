@@ -567,7 +567,7 @@ func (c Config) validateIntake() error {
 	if c.IntakeSecret == "" && c.IntakePreviousSecret != "" {
 		return fmt.Errorf("%s is set without %s: the previous secret is accepted beside a current one; set the new secret in %s", EnvIntakePreviousSecret, EnvIntakeSecret, EnvIntakeSecret)
 	}
-	if c.IntakeSecret == "" && len(c.IntakeSenders) == 0 {
+	if !c.intakeSigned() {
 		if !loopback(host) {
 			return fmt.Errorf("refusing to serve an unsigned HTTP intake on %s: anyone who can reach it could send SMS. Set %s (callers then sign each body, header X-Smsorch-Signature) or named senders in %s, or listen on 127.0.0.1", c.IntakeAddress, EnvIntakeSecret, EnvIntakeSenders)
 		}
@@ -581,6 +581,10 @@ func (c Config) validateIntake() error {
 	}
 	return nil
 }
+
+// intakeSigned says the intake takes signed requests only: a shared
+// secret or named senders are set.
+func (c Config) intakeSigned() bool { return c.IntakeSecret != "" || len(c.IntakeSenders) > 0 }
 
 // validateUILogin checks the web UI's OpenID Connect login: all of it
 // or none, a provider reached over HTTPS (or on loopback), a UI to put

@@ -57,6 +57,7 @@ import (
 
 	"github.com/acme/smsorch/internal/logging"
 	"github.com/acme/smsorch/internal/tracing"
+	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/sms"
 	"github.com/acme/smsorch/starter"
 )
@@ -281,8 +282,8 @@ func (h *handler) refusal(r *http.Request, signed []byte) (sender Sender, code, 
 
 // outOfScope answers 403 and returns true when sender may not start or
 // read events of key's kind.
-func (h *handler) outOfScope(w http.ResponseWriter, r *http.Request, sender Sender, key string) bool {
-	kind, _, _ := strings.Cut(key, "-")
+func (h *handler) outOfScope(w http.ResponseWriter, r *http.Request, sender Sender, key keys.Key) bool {
+	kind := keys.KindOf(key)
 	if sender.allows(kind) {
 		return false
 	}
@@ -455,7 +456,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, client string) {
 		return
 	}
 	// A key that does not parse is the starter's to refuse, saying why.
-	if key, err := e.EventKey(); err == nil && h.outOfScope(w, r, sender, string(key)) {
+	if key, err := e.EventKey(); err == nil && h.outOfScope(w, r, sender, key) {
 		return
 	}
 	// The same signed request again is the same start request to
@@ -499,7 +500,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, client string) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	sender, ok := h.admit(w, r, client, []byte(http.MethodGet+" "+r.URL.EscapedPath()))
-	if !ok || h.outOfScope(w, r, sender, r.PathValue("key")) {
+	if !ok || h.outOfScope(w, r, sender, keys.Key(r.PathValue("key"))) {
 		return
 	}
 	st, err := h.s.Status(ctx, r.PathValue("key"))

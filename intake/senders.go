@@ -7,13 +7,10 @@ import (
 	"strings"
 
 	"github.com/acme/smsorch/internal/logging"
+	"github.com/acme/smsorch/keys"
 )
 
-var (
-	senderName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	// kindName is keys' pattern of an event kind.
-	kindName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-)
+var senderName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // ParseSenders reads named senders from their setting
 // (SMSORCH_INTAKE_SENDERS, or the file SMSORCH_INTAKE_SENDERS_FILE names):
@@ -59,7 +56,7 @@ func ParseSenders(s string) ([]Sender, error) {
 		snd := Sender{Name: name, Secret: logging.Secret(strings.TrimSpace(secret))}
 		if kindList != "*" {
 			for _, k := range strings.Split(kindList, "+") {
-				if !kindName.MatchString(k) {
+				if !keys.ValidKind(k) {
 					errs = append(errs, fmt.Errorf("intake sender %s: the kind %q is not an event kind (the key's first part, like order or otp); give kinds joined by +, or * for every kind", name, k))
 					continue
 				}

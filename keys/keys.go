@@ -93,6 +93,16 @@ var (
 	phoneOnlyRE = regexp.MustCompile(`(?i)^(?:(?:phone|tel|mobile|msisdn|sms|to|recipient|number|customer|contact|user)[-_:.]?)?\+?[0-9]{7,15}$`)
 )
 
+// ValidKind says whether kind is an event kind as Event takes it.
+func ValidKind(kind string) bool { return kindRE.MatchString(kind) }
+
+// KindOf is the kind of an event key: its first part (order in
+// order-58213-shipped, otp in an OTP's key).
+func KindOf(k Key) string {
+	kind, _, _ := strings.Cut(string(k), sep)
+	return kind
+}
+
 // Event derives the key of a business event: kind-id-stage, for example
 // Event("order", "58213", "shipped") is "order-58213-shipped".
 //

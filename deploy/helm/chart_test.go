@@ -147,9 +147,6 @@ func checkPod(t *testing.T, name string, pod corev1.PodSpec, values map[string]a
 		}
 	}
 	for _, a := range c.Command {
-		if strings.HasPrefix(a, "--") && (strings.HasSuffix(a, "-cert") || strings.HasSuffix(a, "-key")) {
-			continue
-		}
 		if k, v, ok := strings.Cut(a, "="); ok && (strings.HasSuffix(k, "-cert") || strings.HasSuffix(k, "-key")) {
 			require.True(t, mounted[v], "%s: %s names a file no mounted Secret holds", name, a)
 		}

@@ -51,10 +51,11 @@ func (s *Stack) buildUI() error {
 	s.uiAddr = net.JoinHostPort(uiHost, strconv.Itoa(uiPort))
 	// The UI server listens on loopback behind the front, which checks
 	// the Host of each request (uifront.go).
-	var innerPort int
-	if s.uiInner, innerPort, err = innerUIAddr(freeport.Low); err != nil {
+	innerPort, err := freeport.Low("127.0.0.1")
+	if err != nil {
 		return fmt.Errorf("a loopback port for the web UI behind its front: %w", err)
 	}
+	s.uiInner = net.JoinHostPort("127.0.0.1", strconv.Itoa(innerPort))
 	s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
 		Host:                "127.0.0.1",
 		Port:                innerPort,
@@ -151,9 +152,7 @@ func StartUI(ctx context.Context, cfg UIConfig) (*Stack, error) {
 	if err := s.buildUI(); err != nil {
 		return nil, err
 	}
-	if err := freeport.Check(s.uiAddr); err != nil {
-		return nil, fmt.Errorf("the web UI cannot listen on %s: %w (stop what uses it or choose another UI address)", s.uiAddr, err)
-	}
+	// startUI listens on the UI's address, and says so when it cannot.
 	if err := s.startUI(); err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,7 +25,6 @@ import (
 // address (DNS rebinding) names its own host, and gets 421.
 type uiFront struct {
 	srv   *http.Server
-	l     net.Listener
 	done  chan error
 	hosts []string
 	// login: the UI logs people in, and the routes that reach Temporal
@@ -106,7 +104,7 @@ func startUIFront(addr, inner string, hosts []string, login bool) (*uiFront, err
 	target := &url.URL{Scheme: "http", Host: inner}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.FlushInterval = -1 // streamed answers go out as they come
-	f := &uiFront{l: l, done: make(chan error, 1), hosts: hosts, login: login}
+	f := &uiFront{done: make(chan error, 1), hosts: hosts, login: login}
 	f.srv = &http.Server{Handler: f.guard(proxy), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { f.done <- f.srv.Serve(l) }()
 	return f, nil
@@ -120,15 +118,6 @@ func (f *uiFront) stop() error {
 		err = serveErr
 	}
 	return err
-}
-
-// innerUIAddr is a free loopback port for the UI server behind the front.
-func innerUIAddr(low func(string) (int, error)) (string, int, error) {
-	p, err := low("127.0.0.1")
-	if err != nil {
-		return "", 0, err
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), p, nil
 }
 
 // checkProvider reads the login's provider's discovery document before

@@ -28,6 +28,15 @@ type Grant struct {
 	Also []string
 }
 
+// DatabaseOf is the database a postgres:// address names, or "".
+func DatabaseOf(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return ""
+	}
+	return strings.Trim(u.Path, "/")
+}
+
 // Done says what Ensure did for one grant.
 type Done struct {
 	Service   string   `json:"service"`
@@ -60,11 +69,11 @@ func Ensure(ctx context.Context, admin string, grants []Grant) ([]Done, error) {
 	owners := map[string]string{}
 	for _, g := range grants {
 		u, err := url.Parse(g.DSN)
-		if err != nil || u.User == nil || u.User.Username() == "" || strings.Trim(u.Path, "/") == "" {
+		if err != nil || u.User == nil || u.User.Username() == "" || DatabaseOf(g.DSN) == "" {
 			errs = append(errs, fmt.Errorf("%s %s names no user or no database: give it as postgres://USER:PASSWORD@HOST:PORT/DATABASE", g.Service, logging.RedactDSN(g.DSN)))
 			continue
 		}
-		p := plan{Grant: g, role: u.User.Username(), dbs: append([]string{strings.Trim(u.Path, "/")}, g.Also...)}
+		p := plan{Grant: g, role: u.User.Username(), dbs: append([]string{DatabaseOf(g.DSN)}, g.Also...)}
 		p.password, _ = u.User.Password()
 		switch {
 		case p.role == adminURL.User.Username():

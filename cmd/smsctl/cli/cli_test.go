@@ -9,8 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/acme/smsorch/codec"
 	"go.temporal.io/sdk/contrib/envconfig"
+
+	"github.com/acme/smsorch/codec"
+	"github.com/acme/smsorch/internal/pgroles"
 )
 
 // These commands are answered before any server is dialled; the
@@ -134,5 +136,5 @@ func TestPostgresRolesSaysWhatItNeedsAndRefusesTheSuperuserAsAService(t *testing
 	require.NotEqual(t, ExitOK, code)
 	require.Contains(t, errOut.String(), "SMSORCH_TEMPORAL_DB connects as the superuser admin: give the service a role of its own")
 	require.NotContains(t, errOut.String(), "secret-admin")
-	require.Equal(t, "temporal", dbName("postgres://u:p@h:5432/temporal?sslmode=disable"))
+	require.Equal(t, "temporal", pgroles.DatabaseOf("postgres://u:p@h:5432/temporal?sslmode=disable"))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"time"
 
@@ -51,7 +50,7 @@ by NAME_FILE instead. docker-compose.yml runs this at every start.`,
 				return usageError("%v: postgres-roles needs the superuser's address and each service's (docs/operations.md, \"Docker Compose\")", err)
 			}
 			var visibility []string
-			if db := dbName(temporal); db != "" {
+			if db := pgroles.DatabaseOf(temporal); db != "" {
 				visibility = []string{db + defaults.VisibilitySuffix}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
@@ -75,13 +74,4 @@ by NAME_FILE instead. docker-compose.yml runs this at every start.`,
 			return nil
 		},
 	}
-}
-
-// dbName is the database of a postgres:// address, or "".
-func dbName(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimPrefix(u.Path, "/")
 }

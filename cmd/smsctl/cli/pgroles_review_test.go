@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/acme/smsorch/internal/pgroles"
 )
 
 // The visibility database postgres-roles gives the Temporal servers' role
@@ -17,5 +19,5 @@ func TestReviewTheVisibilityDatabaseIsTheOneTheServerOpens(t *testing.T) {
 	dsn := "postgres://smsorch_temporal:pw@postgres:5432/temporal%2Dprod?sslmode=disable"
 	u, err := url.Parse(dsn)
 	require.NoError(t, err)
-	require.Equal(t, strings.TrimPrefix(u.Path, "/"), dbName(dsn))
+	require.Equal(t, strings.TrimPrefix(u.Path, "/"), pgroles.DatabaseOf(dsn))
 }
