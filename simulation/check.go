@@ -66,7 +66,14 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 			case !res.PossibleDuplicate:
 				bad("unknown message: %s (%s, key %s, %s) is not in the run's messageIds %v, and the run says neither that its outcome is unknown nor that a duplicate is possible (state %s)",
 					m.ID, m.Provider, m.Key, m.Status, res.MessageIDs, res.State)
-			case unknown[m.Key] == 2:
+			case unknown[m.Key] == 2 && !(sc.SendyRetention > 0 && m.Provider == simulator.Sendy) && lt.reconciledSince(m.CreatedAt):
+				// (Every search since the message was made failed: the
+				// run cannot count what it could not see, and says a
+				// duplicate is possible.)
+				// (A Sendy that forgets its answers before the window
+				// the workers assume makes a message for each uncertain
+				// attempt past its retention: no run can count them,
+				// and a possible duplicate is all it can say.)
 				bad("%d or more messages under %s unknown to the run (%s): a possible duplicate claims one at most (messageIds %v)",
 					unknown[m.Key], m.Key, describeMessages(ours, res), res.MessageIDs)
 			}
@@ -157,7 +164,11 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 				bad("blind resend under %s without a forced decision", k)
 			}
 		case contract.BasisReconciled:
-			if !lt.searchedBefore(first) {
+			// (A run that replaced the one that first sent under the key,
+			// by a reset, names its own basis: the first send had one of
+			// the others, a forced one flagged as blind.)
+			replaced := lt.failedBefore(first) || (lt.forcedBefore(first) && (res.PossibleDuplicate || res.DuplicateSend))
+			if !lt.searchedBefore(first) && !(l.Runs > 1 && replaced) {
 				bad("resend under %s on a reconciliation, with no search that succeeded before it", k)
 			}
 		case contract.BasisDeliveryFailed:
@@ -201,6 +212,18 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 				continue
 			}
 			bad("the %s acknowledged at T+%s by %s was not carried out (state %s: %s)", describe(a.d), a.at, a.d.By, res.State, res.Reason)
+		}
+	}
+
+	// A resend the run gave up for want of a search was given up no
+	// sooner than the deadline the person saw when they decided it.
+	for _, a := range acks {
+		if l.Open || a.d.Action != contract.ActionResend || a.deadline.IsZero() || !l.ended.Before(a.deadline) {
+			continue
+		}
+		if strings.Contains(res.Reason, "never carried out") && strings.Contains(res.Reason, a.d.By) {
+			bad("the resend by %s, acknowledged at T+%s with the deadline %s shown, was given up at %s, before that deadline: %s",
+				a.d.By, a.at, at(sc, a.deadline), at(sc, l.ended), res.Reason)
 		}
 	}
 
@@ -324,6 +347,16 @@ func (lt *lifetime) searchedSince(t time.Time) bool {
 	return false
 }
 
+// reconciledSince reports whether a search succeeded at t or after it.
+func (lt *lifetime) reconciledSince(t time.Time) bool {
+	for _, r := range lt.reconciled {
+		if !r.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
 func (lt *lifetime) searchedBefore(t time.Time) bool {
 	for _, r := range lt.reconciled {
 		if !r.After(t) {
@@ -353,6 +386,7 @@ func (lt *lifetime) carriedOut(a ack, later []ack, res contract.Result, notes []
 				continue
 			}
 			if strings.Contains(n.Text, "resend not needed") || // a message of the event was alive then
+				strings.Contains(n.Text, "the resend decided by "+a.d.By+" is not carried out") || // refused with its reason (a later decision took the run on)
 				strings.Contains(n.Text, "replaces the resend decided by "+a.d.By) { // a signal decided again
 				return true
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
 	"github.com/acme/smsorch/internal/logging"
+	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/workflows"
 )
@@ -48,6 +49,8 @@ type Lifetime struct {
 	search   searchAttributes
 	// Runs counts the workflow executions (segments) it took.
 	Runs int
+	// ended is when the run ended (zero while open).
+	ended time.Time
 }
 
 // Failed reports whether a promise was broken.
@@ -91,6 +94,8 @@ type sent struct {
 type ack struct {
 	at time.Duration
 	d  contract.Decision
+	// deadline is the decision deadline the person saw as they decided.
+	deadline time.Time
 }
 
 type lifetime struct {
@@ -120,6 +125,18 @@ type lifetime struct {
 	// took draws how long each new activity call takes, in a Slow
 	// scenario.
 	took *rand.Rand
+	// aimed are the aimed looks not yet taken (Scenario.Aimed); one is
+	// armed at a time.
+	aimed      []Look
+	aimedArmed bool
+	// zombies are activities a reset left running for the run it
+	// replaced (Cut.Zombie), in the order they were cut.
+	zombies []*zombie
+	// resetClosed is true once Scenario.ResetClosed was done.
+	resetClosed bool
+	// record is the ledger's record of the event as last read after an
+	// activity call (watchLedger), to check it never goes back.
+	record *ledger.Event
 }
 
 // Run plays the lifetime of one seed and checks the promises.
@@ -131,7 +148,7 @@ func Run(seed int64) (*Lifetime, error) {
 		return nil, err
 	}
 	defer w.close()
-	lt := &lifetime{w: w, sc: sc, tl: tl, cuts: append([]Cut(nil), sc.Cuts...),
+	lt := &lifetime{w: w, sc: sc, tl: tl, cuts: append([]Cut(nil), sc.Cuts...), aimed: append([]Look(nil), sc.Aimed...),
 		queue: rand.New(rand.NewPCG(uint64(seed), 0x9e7e1)), took: rand.New(rand.NewPCG(uint64(seed), 0x7007))}
 	out := &Lifetime{Scenario: sc, Timeline: tl}
 
@@ -147,14 +164,25 @@ func Run(seed int64) (*Lifetime, error) {
 		seg.execute()
 		if seg.cutBy == nil {
 			out.Result, out.Open, out.OpenState, acks, out.notes = seg.result, seg.open, seg.openState, seg.acks, seg.notes
-			out.provider, out.search = seg.provider, seg.search
+			out.provider, out.search, out.ended = seg.provider, seg.search, seg.ended
 			if seg.err != "" {
 				lt.viol = append(lt.viol, seg.err)
 			}
-			break
+			if seg.open || seg.err != "" || sc.ResetClosed == nil || lt.resetClosed {
+				break
+			}
+			// An operator resets the closed run, as the web UI's Reset
+			// does for a completed workflow: a new run replays part of
+			// its history and goes on from there.
+			lt.resetClosed = true
+			seg.cutBy = sc.ResetClosed
+			tl.add(w.clock.Now().Add(sc.ResetClosed.At), "temporal", "an operator resets the closed run %s, %s after it ended", runID, sc.ResetClosed.At)
 		}
 		c := seg.cutBy
 		now := w.clock.Now()
+		if c == sc.ResetClosed {
+			now = now.Add(c.At)
+		}
 		replay = seg.calls
 		resetFrom = time.Time{}
 		if c.Reset {
@@ -185,6 +213,7 @@ func Run(seed int64) (*Lifetime, error) {
 			break
 		}
 	}
+	lt.runZombies(w.clock.Now(), true)
 	lt.w.tr.mu.Lock()
 	lt.w.tr.wake(time.Time{}, true)
 	lt.w.tr.mu.Unlock()
@@ -254,6 +283,7 @@ type segment struct {
 	notes     []contract.Entry
 	open      bool
 	openState contract.State
+	ended     time.Time
 	acks      []ack
 	err       string
 	provider  string
@@ -310,6 +340,7 @@ func (s *segment) execute() {
 	s.register(env)
 	lt.w.clock.set(env.Now)
 	defer lt.w.clock.set(func() time.Time { return env.Now() })
+	lt.aimedArmed = false // a look armed in the segment before went with it
 
 	cutTime := s.cutTime()
 	if !s.again {
@@ -331,6 +362,11 @@ func (s *segment) execute() {
 				lt.cancelIn = s.runID
 				env.CancelWorkflow()
 			}, sc.CancelRequest)
+		}
+		for _, z := range lt.zombies {
+			if !z.done {
+				env.RegisterDelayedCallback(func() { lt.runZombie(z) }, z.at.Sub(sc.Start))
+			}
 		}
 		for _, c := range lt.cuts {
 			if c.Call == 0 && c.At > cutTime {
@@ -367,6 +403,7 @@ func (s *segment) execute() {
 		s.err = fmt.Sprintf("the run ended without a result: %v", err)
 	}
 	if !s.open {
+		s.ended = env.Now()
 		lt.tl.add(env.Now(), "run", "%s ended %s: %s", s.runID, s.result.State, s.result.Reason)
 	}
 }
@@ -435,8 +472,14 @@ func (s *segment) look(l Look) {
 		later := l
 		later.late, later.Eager = true, false
 		wait := st.DecisionDeadline.Sub(s.env.Now()) - time.Duration(p.Int64N(int64(40*time.Minute)))
+		if edge := rand.New(rand.NewPCG(uint64(s.lt.sc.Seed), uint64(0x600+l.N))); edge.IntN(2) == 0 {
+			// At the deadline's very edge: from 20 s before it to 100 s
+			// after, while the run's last retried search may still run
+			// (a run that waits for none has ended by then).
+			wait = st.DecisionDeadline.Sub(s.env.Now()) + time.Duration(edge.Int64N(int64(120*time.Second))) - 20*time.Second
+		}
 		if wait > 0 {
-			s.lt.tl.add(s.env.Now(), "person", "look %d: the decision is put off until %s before the deadline", l.N, st.DecisionDeadline.Sub(s.env.Now().Add(wait)).Round(time.Second))
+			s.lt.tl.add(s.env.Now(), "person", "look %d: the decision is put off until %s from the deadline", l.N, s.env.Now().Add(wait).Sub(st.DecisionDeadline).Round(time.Second))
 			s.env.RegisterDelayedCallback(func() { s.look(later) }, wait)
 			return
 		}
@@ -551,7 +594,7 @@ func (s *segment) deliver(d sent) {
 					return
 				}
 				s.lt.tl.add(s.env.Now(), "person", "update %s acknowledged", what)
-				s.acks = append(s.acks, ack{at: s.env.Now().Sub(s.lt.sc.Start), d: d.d})
+				s.acks = append(s.acks, ack{at: s.env.Now().Sub(s.lt.sc.Start), d: d.d, deadline: before.DecisionDeadline})
 				if seen && before.State != contract.AwaitingDecision {
 					s.lt.viol = append(s.lt.viol, fmt.Sprintf("the %s was acknowledged at %s though the run was %s, not awaiting a decision, when it came",
 						what, at(s.lt.sc, s.env.Now()), before.State))
@@ -649,13 +692,7 @@ func (s *segment) duration(name string) time.Duration {
 	if !s.lt.sc.Slow {
 		return 0
 	}
-	limit := 25 * time.Second // Status, Settle and the ledger's steps have 30 s
-	switch name {
-	case "Send":
-		limit = s.lt.sc.Policy.AttemptTimeout
-	case "Reconcile":
-		limit = 100 * time.Second // of 2 minutes
-	}
+	limit := timeoutOf(s.lt.sc, name)
 	r := s.lt.took
 	switch x := r.Float64(); {
 	case x < 0.6:
@@ -665,7 +702,60 @@ func (s *segment) duration(name string) time.Duration {
 	default:
 		s.took = time.Duration(r.Int64N(int64(limit)))
 	}
+	if name == "Reconcile" && s.took > 0 {
+		s.aim(s.took / 2)
+	}
 	return s.took
+}
+
+// aim arms the next aimed look at a search that takes time: halfway
+// through it the person looks, and decides if the run awaits a
+// decision; else the look stays for a later search.
+func (s *segment) aim(after time.Duration) {
+	lt := s.lt
+	if len(lt.aimed) == 0 || lt.aimedArmed {
+		return
+	}
+	lt.aimedArmed = true
+	l := lt.aimed[0]
+	s.env.RegisterDelayedCallback(func() {
+		s.mu.Lock()
+		lt.aimedArmed = false
+		s.mu.Unlock()
+		st, ok := s.query()
+		if !ok || st.State != contract.AwaitingDecision {
+			return
+		}
+		now := s.env.Now()
+		switch l.aim {
+		case aimBack:
+			if o := lt.sc.Outage; o == nil || now.Before(lt.sc.Start.Add(o.To)) {
+				return
+			}
+		case aimDeadline:
+			if st.DecisionDeadline.IsZero() || now.Before(st.DecisionDeadline.Add(-time.Second)) {
+				return
+			}
+		}
+		s.mu.Lock()
+		lt.aimed = lt.aimed[1:]
+		s.mu.Unlock()
+		lt.tl.add(s.env.Now(), "person", "look %d, aimed at the search in flight", l.N)
+		s.look(l)
+	}, after)
+}
+
+// timeoutOf is the longest an activity call of name takes here: within
+// its start-to-close timeout (the test environment times activities out
+// on the real clock only, so no draw may pass it).
+func timeoutOf(sc *Scenario, name string) time.Duration {
+	switch name {
+	case "Send":
+		return sc.Policy.AttemptTimeout
+	case "Reconcile":
+		return 100 * time.Second // of 2 minutes
+	}
+	return 25 * time.Second // Status, Settle and the ledger's steps have 30 s
 }
 
 func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, error)) func(context.Context, I) (O, error) {
@@ -715,15 +805,36 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 			return zero, err
 		}
 		if cut != nil && !cut.AfterEffect {
+			if cut.Reset && cut.Zombie {
+				lt.zombies = append(lt.zombies, &zombie{name: name, runID: s.runID, attempt: attempt,
+					at: now.Add(min(cut.Lag, timeoutOf(lt.sc, name))),
+					act: func(ctx context.Context) (string, error) {
+						out, err := fn(ctx, in)
+						return summary(name, in, out, err), err
+					}})
+			}
 			s.stop(cut, now, name)
 			return zero, cutError()
+		}
+		mid := cut != nil && cut.MidSend && name == "Send"
+		if mid {
+			lt.w.dying.died(true)
 		}
 		// The world answers at once: no deadline of the real clock (the
 		// test environment's local activities get one from the test
 		// clock, already past on the real one) may decide the answer.
 		out, err := fn(context.WithoutCancel(ctx), in)
 		lt.tl.add(now, "activity", "%s #%d (attempt %d) %s", name, lt.fresh, attempt, summary(name, in, out, err))
+		if mid {
+			lt.w.dying.died(false)
+			lt.tl.add(now, "temporal", "the worker died after the provider's answer and before it was written: the attempt's ledger row stays open")
+			if cut.FleetDown && !cut.Reset {
+				lt.queued = true
+				lt.tl.add(now, "temporal", "no worker takes the Send's retries before its budget ends")
+			}
+		}
 		lt.observe(name, now, in, out, err)
+		lt.watchLedger(now, name)
 		if cut != nil && !cut.Reset && !info.IsLocalActivity {
 			// The worker died after the activity did its work: the
 			// result is lost, and the server retries the activity once its

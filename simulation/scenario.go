@@ -55,9 +55,18 @@ type Scenario struct {
 	// for a lookup by id: it answers 404 for an id it gave out, while the
 	// message goes its way (and Bird's list still holds it).
 	LoseShare float64
+	// SendyRetention, when set, is how long Sendy really keeps its
+	// answers for replay: shorter than the window the workers assume,
+	// as an unpublished retention may turn out (docs/providers.md), so
+	// an attempt after it makes a new message under the same key.
+	SendyRetention time.Duration
 
 	// Looks are the moments a person looks at the run and may decide.
 	Looks []Look
+	// Aimed are people who decide while a search runs: each takes the
+	// run's next search that takes time while it awaits a decision (a
+	// search retried after one failed), and decides halfway through it.
+	Aimed []Look
 	// CancelRequest is when a Temporal cancellation request arrives
 	// (zero: none).
 	CancelRequest time.Duration
@@ -65,6 +74,10 @@ type Scenario struct {
 	// run replays its history) or an operator resets the run to an
 	// earlier workflow task (a new run replays part of it).
 	Cuts []Cut
+	// ResetClosed, when set, is a reset of the run after it closed, At
+	// after its end, Back activities before its last (an operator
+	// re-running a completed workflow from the web UI).
+	ResetClosed *Cut
 	// StartAgain starts the event again after its run closed, as a
 	// person would with the Temporal CLI (a new run of the same id).
 	StartAgain bool
@@ -87,7 +100,20 @@ type Look struct {
 	// late: the person put the decision off until close to the run's
 	// decision deadline (segment.look), and decides now.
 	late bool
+	// aim, for an aimed look (Scenario.Aimed), is the search it takes:
+	// the first while the run awaits a decision, the first once the
+	// provider answers again after the Outage, or one at or past the
+	// decision deadline.
+	aim aim
 }
+
+type aim int
+
+const (
+	aimFirst aim = iota
+	aimBack
+	aimDeadline
+)
 
 // Cut is a Temporal operation at the Call-th activity call the world
 // sees (or, with At, at that time if the run is waiting then).
@@ -104,6 +130,17 @@ type Cut struct {
 	// before its result was recorded (the worker died), so the activity
 	// runs again.
 	AfterEffect bool
+	// MidSend: a worker that dies after a Send's effect dies before it
+	// recorded the provider's answer, so the attempt's ledger row stays
+	// open; with FleetDown no worker takes the Send's retries before its
+	// budget ends (the fleet was that one worker, or all of it went).
+	MidSend, FleetDown bool
+	// Zombie: a reset before an activity's effect leaves that activity
+	// running on its worker, as Temporal does (a reset ends the run, not
+	// the work in flight): it acts Lag after the reset, for the replaced
+	// run, while the new run goes on.
+	Zombie bool
+	Lag    time.Duration
 }
 
 var scenarioStart = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
@@ -204,6 +241,26 @@ func NewScenario(seed int64) *Scenario {
 		sc.Cuts = append(sc.Cuts, c)
 	}
 	sc.StartAgain = r.IntN(10) == 0
+	// Each drawn from a generator of its own, so the draws above, and
+	// with them every seed's scenario, stay what they were before it.
+	z := rand.New(rand.NewPCG(uint64(seed), 0x2011b))
+	for i := range sc.Cuts {
+		c := &sc.Cuts[i]
+		switch {
+		case c.AfterEffect && c.Call > 0:
+			c.MidSend = z.IntN(2) == 0
+			c.FleetDown = c.MidSend && z.IntN(2) == 0
+		case c.Reset && c.Call > 0:
+			c.Zombie = z.IntN(3) > 0
+			// Most within the activity's first seconds, some late in its
+			// start-to-close timeout (a Send's attempt, a search's 2
+			// minutes): the segment caps it at the activity's own.
+			c.Lag = time.Duration(1+z.IntN(3_000)) * time.Millisecond
+			if z.IntN(3) == 0 {
+				c.Lag = time.Duration(1+z.IntN(120)) * time.Second
+			}
+		}
+	}
 	// Drawn from a generator of its own, so the draws above, and with
 	// them every seed's scenario, stay what they were before it.
 	q := rand.New(rand.NewPCG(uint64(seed), 0x9e7e))
@@ -216,6 +273,33 @@ func NewScenario(seed int64) *Scenario {
 	}
 	if rand.New(rand.NewPCG(uint64(seed), 0x1057)).IntN(6) == 0 {
 		sc.LoseShare = 0.5
+	}
+	if c := rand.New(rand.NewPCG(uint64(seed), 0xc105ed)); c.IntN(6) == 0 {
+		sc.ResetClosed = &Cut{Reset: true, Back: c.IntN(6), At: time.Duration(1+c.IntN(48*60)) * time.Minute}
+	}
+	if a := rand.New(rand.NewPCG(uint64(seed), 0xa1bed)); sc.Slow && a.IntN(2) == 0 {
+		for i := range 1 + a.IntN(3) {
+			sc.Aimed = append(sc.Aimed, Look{N: 10 + i, late: true, aim: aim(a.IntN(3))})
+		}
+		if a.IntN(2) == 0 {
+			// The provider's records go dark around the window's end,
+			// for hours or past the decision deadline, while sends may
+			// have taken effect unseen: the run awaits a decision and
+			// searches again every ReconcileRetry.
+			from := 2*time.Hour + time.Duration(a.IntN(60))*time.Minute
+			sc.Outage = &Window{From: from, To: from + time.Duration(30+a.IntN(100*60))*time.Minute}
+			sc.SendFaultRate = max(sc.SendFaultRate, 0.5)
+		}
+	}
+	if f := rand.New(rand.NewPCG(uint64(seed), 0x5e2d)); f.IntN(6) == 0 {
+		sc.SendyRetention = time.Duration(1+f.IntN(40)) * time.Minute
+		if f.IntN(2) == 0 {
+			// Aimed at it: answers that leave the outcome unknown among
+			// answers that say nothing was done, so attempts under one
+			// key go on past the retention.
+			sc.SendFaultRate = 0.9
+			sc.Kinds = []simulator.Kind{simulator.Committed5xx, simulator.DropAfterCommit, simulator.Error5xx, simulator.RateLimit, simulator.RateLimit}
+		}
 	}
 	return sc
 }
@@ -302,6 +386,9 @@ func (sc *Scenario) String() string {
 	if sc.LoseShare > 0 {
 		fmt.Fprintf(&b, "; the provider answers 404 to a lookup of %.0f%% of the message ids it gave", sc.LoseShare*100)
 	}
+	if sc.SendyRetention > 0 {
+		fmt.Fprintf(&b, "; Sendy keeps answers for replay %s, not the window the workers assume", sc.SendyRetention)
+	}
 	fmt.Fprintf(&b, "\n  delivery: %.0f%% failed, %.0f%% undelivered, after %s\n", sc.FailRate*100, sc.UndeliveredRate*100, sc.DeliveryDelay)
 	for _, l := range sc.Looks {
 		fmt.Fprintf(&b, "  look %d at T+%s", l.N, l.At)
@@ -309,6 +396,9 @@ func (sc *Scenario) String() string {
 			b.WriteString(" (decides whatever the state)")
 		}
 		b.WriteString("\n")
+	}
+	if len(sc.Aimed) > 0 {
+		fmt.Fprintf(&b, "  %d look(s) aimed at searches that run while the run awaits a decision\n", len(sc.Aimed))
 	}
 	if sc.CancelRequest > 0 {
 		fmt.Fprintf(&b, "  Temporal cancellation request at T+%s\n", sc.CancelRequest)
@@ -326,7 +416,20 @@ func (sc *Scenario) String() string {
 		if c.AfterEffect {
 			after = "after"
 		}
-		fmt.Fprintf(&b, "  %s at %s (%s its effect)\n", what, when, after)
+		fmt.Fprintf(&b, "  %s at %s (%s its effect", what, when, after)
+		if c.MidSend {
+			b.WriteString("; a Send's answer goes unrecorded")
+		}
+		if c.FleetDown {
+			b.WriteString("; no worker takes its retries")
+		}
+		if c.Zombie {
+			fmt.Fprintf(&b, "; the activity still acts %s later for the replaced run", c.Lag)
+		}
+		b.WriteString(")\n")
+	}
+	if c := sc.ResetClosed; c != nil {
+		fmt.Fprintf(&b, "  reset to %d activities back %s after the run closes\n", c.Back, c.At)
 	}
 	if sc.StartAgain {
 		b.WriteString("  started again after the run closes\n")

@@ -34,6 +34,9 @@ type world struct {
 	clock *clock
 	sim   *simulator.Server
 	led   *ledger.SQLite
+	// dying is the worker's hold on the ledger: while it dies in the
+	// middle of a Send, its writes after the provider's answer fail.
+	dying *dyingLedger
 	acts  *activities.Activities
 	tr    *transport
 	tl    *timeline
@@ -87,6 +90,7 @@ func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
 		FailRate: sc.FailRate, UndeliveredRate: sc.UndeliveredRate,
 		DeliveryDelay:  sc.DeliveryDelay,
 		SendyRateLimit: -1, // a 429 comes from the scenario's faults
+		SendyRetention: sc.SendyRetention,
 		Seed:           uint64(sc.Seed),
 		Clock:          w.clock.Now,
 		Sleep:          w.tr.sleep,
@@ -106,6 +110,7 @@ func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
 	}
 	led.SetClock(w.clock.Now)
 	w.led = led
+	w.dying = &dyingLedger{SQLite: led}
 	hc := &http.Client{Transport: w.tr}
 	bc, err := bird.New(bird.Config{BaseURL: baseURL, AccessKey: logging.Secret(birdKey), WorkspaceID: simulator.DevWorkspace, ChannelID: simulator.DevChannel, HTTPClient: hc})
 	if err != nil {
@@ -127,7 +132,7 @@ func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
 	w.acts = &activities.Activities{
 		Providers: map[provider.Name]provider.Client{provider.Bird: bc, provider.Sendy: sc2},
 		Policies:  policies,
-		Ledger:    led,
+		Ledger:    w.dying,
 		Now:       w.clock.Now,
 		// Activities take no time here: a Send's first look (FirstLook)
 		// looks at the moment of the acceptance, when no scenario's
@@ -140,6 +145,52 @@ func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
 func (w *world) close() {
 	w.tr.wake(time.Time{}, true)
 	_ = w.led.Close()
+}
+
+// dyingLedger is the ledger as a worker sees it: while the worker dies
+// in the middle of a Send (Cut.MidSend), after the provider acted and
+// before the answer was written, every write after the attempt's start
+// fails, so the attempt's row stays open, as the process's death leaves
+// it.
+type dyingLedger struct {
+	*ledger.SQLite
+	mu   sync.Mutex
+	dead bool
+}
+
+var errWorkerDied = errors.New("simulated: the worker died before this write")
+
+func (l *dyingLedger) died(dead bool) {
+	l.mu.Lock()
+	l.dead = dead
+	l.mu.Unlock()
+}
+
+func (l *dyingLedger) isDead() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dead
+}
+
+func (l *dyingLedger) EndAttempt(ctx context.Context, a ledger.Attempt) error {
+	if l.isDead() {
+		return errWorkerDied
+	}
+	return l.SQLite.EndAttempt(ctx, a)
+}
+
+func (l *dyingLedger) Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (ledger.Event, error) {
+	if l.isDead() {
+		return ledger.Event{}, errWorkerDied
+	}
+	return l.SQLite.Settle(ctx, key, outcome, reason, messageID, at)
+}
+
+func (l *dyingLedger) Record(ctx context.Context, key string, messageIDs, findings []string) (ledger.Event, error) {
+	if l.isDead() {
+		return ledger.Event{}, errWorkerDied
+	}
+	return l.SQLite.Record(ctx, key, messageIDs, findings)
 }
 
 // readerOf turns a seeded generator into the byte stream uuid wants.
