@@ -4,6 +4,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -112,6 +113,36 @@ func notExecutedOnly(attempts []ledger.Attempt, want map[string]bool) bool {
 	return n > 0
 }
 
+// ledgerProvesNotSent answers a search whose provider could not be read
+// from the ledger alone, when that is enough: no attempt under the keys
+// can have sent a message (none began, or each was answered without being
+// executed) and the run knows no message id, so the provider has nothing
+// to find. Without it, a provider whose records are down for hours keeps
+// a run that never sent from saying so: it reports an SMS that may have
+// gone out, and holds a resend that is safe. Otherwise ok is false and
+// the search's error stands.
+func (a *Activities) ledgerProvesNotSent(ctx context.Context, in ReconcileInput, want map[string]bool, searchErr error) (ReconcileOutput, bool) {
+	if len(in.KnownIDs) > 0 {
+		return ReconcileOutput{}, false
+	}
+	attempts, err := a.Ledger.Attempts(ctx, in.EventKey)
+	if err != nil || !notSent(attempts, want) {
+		return ReconcileOutput{}, false
+	}
+	n := 0
+	for _, at := range attempts {
+		if want[at.SendKey] {
+			n++
+		}
+	}
+	return ReconcileOutput{
+		How: fmt.Sprintf("ledger: %d attempt(s) under the keys, none of which can have sent a message; %s's records could not be read (%s) and are not needed",
+			n, in.Provider, searchErr),
+		NotExecutedOnly: notExecutedOnly(attempts, want),
+		NotSent:         true,
+	}, true
+}
+
 // Reconcile looks for the event's messages in our ledger and in the
 // provider's records (reconcile.Search).
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileOutput, error) {
@@ -142,12 +173,15 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	}
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": in.Provider, "result": result}).Counter(name.Reconciliations).Inc(1)
 	tracing.Annotate(ctx, tracing.EventKey.String(in.EventKey), tracing.Provider.String(in.Provider), tracing.Outcome.String(result))
-	if err != nil {
-		return ReconcileOutput{}, err
-	}
 	want := map[string]bool{}
 	for _, k := range in.Keys {
 		want[k] = true
+	}
+	if err != nil {
+		if out, ok := a.ledgerProvesNotSent(ctx, in, want, err); ok {
+			return out, nil
+		}
+		return ReconcileOutput{}, err
 	}
 	for i := range found.Messages {
 		found.Messages[i] = lean(found.Messages[i])
