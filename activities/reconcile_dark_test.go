@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/smsorch/cmd/smssim/simulator"
+	"github.com/acme/smsorch/keys"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
 )
@@ -81,4 +82,33 @@ func TestReconcileAnswersFromTheLedgerWhenItProvesNothingWasSent(t *testing.T) {
 	_, err = b.env.ExecuteActivity(b.acts.Reconcile, in)
 	require.Error(t, err, "an uncertain attempt: no answer from the ledger alone")
 	require.Contains(t, err.Error(), "503")
+}
+
+// A run that a reset replaced was accepted under a resend key that the
+// replacing run does not know. The ledger holds that answer, so the
+// activity must not answer "not sent, only not executed" for the keys
+// the run asked about: the workflow would fail over on it (found by the
+// review of this change).
+func TestReconcileFromTheLedgerSeesTheEventsOtherAcceptedKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	darkReads(t, b)
+	start := b.sim.Now()
+	p, err := prepare(t, b, event)
+	require.NoError(t, err)
+
+	require.NoError(t, b.sim.AddFault(simulator.Fault{Kind: simulator.Unavailable, Provider: "bird", Count: 1}))
+	_, err = send(t, b, SendInput{EventKey: event.Key, Request: p.Request, Budget: p.Policy.SendBudget()})
+	require.Error(t, err, "503 E01033: not executed")
+
+	rk, err := keys.Resend(keys.Key(event.Key), 1)
+	require.NoError(t, err)
+	rreq, err := b.acts.Providers[provider.Bird].Plan(string(rk), p.Request.To, "", event.Text)
+	require.NoError(t, err)
+	acc, err := send(t, b, SendInput{EventKey: event.Key, Request: rreq, Budget: p.Policy.SendBudget()})
+	require.NoError(t, err)
+	require.NotEmpty(t, acc.Result.MessageID)
+
+	_, err = b.env.ExecuteActivity(b.acts.Reconcile, ReconcileInput{EventKey: event.Key, Provider: "bird", Keys: []string{event.Key}, Since: start})
+	require.Error(t, err, "the ledger holds message %s of the event under %s: the failed search stands", acc.Result.MessageID, rk)
 }
