@@ -954,26 +954,33 @@ type workerInterceptor struct {
 }
 
 func (w *workerInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	return &activityIn{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, seg: w.seg}
+	seg := w.seg
+	return infoEditor(next, func(info *activity.Info) { info.WorkflowExecution.RunID = seg.runID })
+}
+
+// infoEditor is an activity's inbound interceptor whose outbound side
+// hands the activity its info as edit changes it.
+func infoEditor(next interceptor.ActivityInboundInterceptor, edit func(*activity.Info)) interceptor.ActivityInboundInterceptor {
+	return &activityIn{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, edit: edit}
 }
 
 type activityIn struct {
 	interceptor.ActivityInboundInterceptorBase
-	seg *segment
+	edit func(*activity.Info)
 }
 
 func (a *activityIn) Init(out interceptor.ActivityOutboundInterceptor) error {
-	return a.Next.Init(&activityOut{ActivityOutboundInterceptorBase: interceptor.ActivityOutboundInterceptorBase{Next: out}, seg: a.seg})
+	return a.Next.Init(&activityOut{ActivityOutboundInterceptorBase: interceptor.ActivityOutboundInterceptorBase{Next: out}, edit: a.edit})
 }
 
 type activityOut struct {
 	interceptor.ActivityOutboundInterceptorBase
-	seg *segment
+	edit func(*activity.Info)
 }
 
 func (a *activityOut) GetInfo(ctx context.Context) activity.Info {
 	info := a.Next.GetInfo(ctx)
-	info.WorkflowExecution.RunID = a.seg.runID
+	a.edit(&info)
 	return info
 }
 

@@ -122,28 +122,10 @@ type zombieInterceptor struct {
 }
 
 func (w *zombieInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	return &zombieIn{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, w: w}
-}
-
-type zombieIn struct {
-	interceptor.ActivityInboundInterceptorBase
-	w *zombieInterceptor
-}
-
-func (a *zombieIn) Init(out interceptor.ActivityOutboundInterceptor) error {
-	return a.Next.Init(&zombieOut{ActivityOutboundInterceptorBase: interceptor.ActivityOutboundInterceptorBase{Next: out}, w: a.w})
-}
-
-type zombieOut struct {
-	interceptor.ActivityOutboundInterceptorBase
-	w *zombieInterceptor
-}
-
-func (a *zombieOut) GetInfo(ctx context.Context) activity.Info {
-	info := a.Next.GetInfo(ctx)
-	info.WorkflowExecution.ID = a.w.workflowID
-	info.WorkflowExecution.RunID = a.w.z.runID
-	info.Attempt = a.w.z.attempt
-	info.ActivityType.Name = a.w.z.name
-	return info
+	return infoEditor(next, func(info *activity.Info) {
+		info.WorkflowExecution.ID = w.workflowID
+		info.WorkflowExecution.RunID = w.z.runID
+		info.Attempt = w.z.attempt
+		info.ActivityType.Name = w.z.name
+	})
 }
