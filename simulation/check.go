@@ -168,7 +168,7 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 			// by a reset, names its own basis: the first send had one of
 			// the others, a forced one flagged as blind.)
 			replaced := lt.failedBefore(first) || (lt.forcedBefore(first) && (res.PossibleDuplicate || res.DuplicateSend))
-			if !lt.searchedBefore(first) && !(l.Runs > 1 && replaced) {
+			if !lt.searchedBefore(first) && !(lt.resets > 0 && replaced) {
 				bad("resend under %s on a reconciliation, with no search that succeeded before it", k)
 			}
 		case contract.BasisDeliveryFailed:

@@ -132,8 +132,10 @@ type lifetime struct {
 	// zombies are activities a reset left running for the run it
 	// replaced (Cut.Zombie), in the order they were cut.
 	zombies []*zombie
-	// resetClosed is true once Scenario.ResetClosed was done.
+	// resetClosed is true once Scenario.ResetClosed was done; resets
+	// counts the runs a reset replaced.
 	resetClosed bool
+	resets      int
 	// record is the ledger's record of the event as last read after an
 	// activity call (watchLedger), to check it never goes back.
 	record *ledger.Event
@@ -186,6 +188,7 @@ func Run(seed int64) (*Lifetime, error) {
 		replay = seg.calls
 		resetFrom = time.Time{}
 		if c.Reset {
+			lt.resets++
 			replay = lt.resetPoint(seg.calls, c.Back)
 			resetFrom = sc.Start
 			if len(replay) > 0 {
