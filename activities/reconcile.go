@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -115,28 +116,20 @@ func notExecutedOnly(attempts []ledger.Attempt, want map[string]bool) bool {
 
 // ledgerProvesNotSent answers a search whose provider could not be read
 // from the ledger alone, when that is enough: no attempt of the event,
-// under any of its keys, can have sent a message (none began, or each was
-// answered without being executed) and the run knows no message id, so
-// the provider has nothing to find. Without it, a provider whose records are down for hours keeps
-// a run that never sent from saying so: it reports an SMS that may have
-// gone out, and holds a resend that is safe. Otherwise ok is false and
+// under any of its keys, can have sent a message (none began, or each
+// was answered without being executed) and the run knows no message id,
+// so the provider has nothing to find. Every key counts, not only the
+// ones asked: a run that a reset replaced may have had a message
+// accepted under a key this run does not know. Without it, a provider
+// whose records are down for hours keeps a run that never sent from
+// saying so, and holds a resend that is safe. Otherwise ok is false and
 // the search's error stands.
 func (a *Activities) ledgerProvesNotSent(ctx context.Context, in ReconcileInput, want map[string]bool, searchErr error) (ReconcileOutput, bool) {
 	if len(in.KnownIDs) > 0 {
 		return ReconcileOutput{}, false
 	}
 	attempts, err := a.Ledger.Attempts(ctx, in.EventKey)
-	if err != nil {
-		return ReconcileOutput{}, false
-	}
-	// Every attempt of the event, under any key at any provider: a run
-	// that a reset replaced may have had a message accepted under a key
-	// this run does not know, and the answer must not hide it.
-	every := map[string]bool{}
-	for _, at := range attempts {
-		every[at.SendKey] = true
-	}
-	if !notSent(attempts, every) {
+	if err != nil || slices.ContainsFunc(attempts, func(at ledger.Attempt) bool { return !unexecuted(at, true) }) {
 		return ReconcileOutput{}, false
 	}
 	n := 0

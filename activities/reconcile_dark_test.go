@@ -37,6 +37,15 @@ func darkReads(t *testing.T, b bundle) {
 	b.acts.Providers[provider.Bird] = c
 }
 
+// unexecutedSend makes an attempt of the event that Bird answers 503
+// E01033: not executed.
+func unexecutedSend(t *testing.T, b bundle, p PrepareOutput) {
+	t.Helper()
+	require.NoError(t, b.sim.AddFault(simulator.Fault{Kind: simulator.Unavailable, Provider: "bird", Count: 1}))
+	_, err := send(t, b, SendInput{EventKey: event.Key, Request: p.Request, Budget: p.Policy.SendBudget()})
+	require.Error(t, err, "503 E01033: not executed")
+}
+
 // A search whose provider cannot be read is answered from the ledger
 // when the ledger proves no attempt under the keys can have sent, and
 // fails as before when one may have: a run that never sent says so
@@ -61,10 +70,7 @@ func TestReconcileAnswersFromTheLedgerWhenItProvesNothingWasSent(t *testing.T) {
 
 	// An attempt answered "not executed" (Bird's 503 E01033) proves
 	// nothing was sent either.
-	require.NoError(t, b.sim.AddFault(simulator.Fault{Kind: simulator.Unavailable, Provider: "bird", Count: 1}))
-	sin := SendInput{EventKey: event.Key, Request: p.Request, Budget: p.Policy.SendBudget()}
-	_, err = send(t, b, sin)
-	require.Error(t, err)
+	unexecutedSend(t, b, p)
 	unexecuted := runReconcile(t, b, in)
 	require.True(t, unexecuted.NotSent)
 	require.True(t, unexecuted.NotExecutedOnly)
@@ -97,9 +103,7 @@ func TestReconcileFromTheLedgerSeesTheEventsOtherAcceptedKeys(t *testing.T) {
 	p, err := prepare(t, b, event)
 	require.NoError(t, err)
 
-	require.NoError(t, b.sim.AddFault(simulator.Fault{Kind: simulator.Unavailable, Provider: "bird", Count: 1}))
-	_, err = send(t, b, SendInput{EventKey: event.Key, Request: p.Request, Budget: p.Policy.SendBudget()})
-	require.Error(t, err, "503 E01033: not executed")
+	unexecutedSend(t, b, p)
 
 	rk, err := keys.Resend(keys.Key(event.Key), 1)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/acme/smsorch/cmd/smssim/simulator"
 	"github.com/acme/smsorch/contract"
+	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 )
 
@@ -67,13 +68,12 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 				bad("unknown message: %s (%s, key %s, %s) is not in the run's messageIds %v, and the run says neither that its outcome is unknown nor that a duplicate is possible (state %s)",
 					m.ID, m.Provider, m.Key, m.Status, res.MessageIDs, res.State)
 			case unknown[m.Key] == 2 && !(sc.SendyRetention > 0 && m.Provider == simulator.Sendy) && lt.reconciledSince(m.CreatedAt):
-				// (Every search since the message was made failed: the
-				// run cannot count what it could not see, and says a
-				// duplicate is possible.)
-				// (A Sendy that forgets its answers before the window
-				// the workers assume makes a message for each uncertain
-				// attempt past its retention: no run can count them,
-				// and a possible duplicate is all it can say.)
+				// (Not where no run can count them: a Sendy that forgets
+				// its answers before the window the workers assume makes
+				// a message for each uncertain attempt past its
+				// retention, and a message made after the last search
+				// that succeeded was never seen. A possible duplicate is
+				// all a run can say there.)
 				bad("%d or more messages under %s unknown to the run (%s): a possible duplicate claims one at most (messageIds %v)",
 					unknown[m.Key], m.Key, describeMessages(ours, res), res.MessageIDs)
 			}
@@ -281,6 +281,38 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	return v
 }
 
+// watchLedger reads the ledger's record of the event after an activity
+// call and checks that it never went back: a settled outcome is never
+// replaced by one that knows less of a message that went out (ledger.Rank),
+// and no message id it held leaves it (docs/design.md, the ledger). It
+// reads the record again only after a write of it.
+func (lt *lifetime) watchLedger(now time.Time, after string) {
+	n := lt.w.dying.recordWrites()
+	if n == lt.recordWrites {
+		return // nothing wrote the record since it was read
+	}
+	lt.recordWrites = n
+	e, err := lt.w.led.Event(context.Background(), lt.sc.Input.Key)
+	if err != nil {
+		return // not claimed yet
+	}
+	if p := lt.record; p != nil {
+		switch {
+		case p.Settled() && !e.Settled():
+			lt.viol = append(lt.viol, fmt.Sprintf("after %s at %s the ledger's record of the event is no longer settled (was %s)", after, at(lt.sc, now), p.Outcome))
+		case p.Settled() && ledger.Rank(e.Outcome) < ledger.Rank(p.Outcome):
+			lt.viol = append(lt.viol, fmt.Sprintf("after %s at %s the ledger's outcome went back from %s (%s) to %s (%s): a settle replaced one that knew more of a message that went out",
+				after, at(lt.sc, now), p.Outcome, p.MessageID, e.Outcome, e.MessageID))
+		}
+		for _, id := range append([]string{p.MessageID}, p.MessageIDs...) {
+			if id != "" && id != e.MessageID && !slices.Contains(e.MessageIDs, id) {
+				lt.viol = append(lt.viol, fmt.Sprintf("after %s at %s the ledger's record lost message %s", after, at(lt.sc, now), id))
+			}
+		}
+	}
+	lt.record = &e
+}
+
 // checkRequests reads what reached the providers: every attempt under a
 // key carries the bytes of its first (path and body), so no provider
 // ever has cause to answer a key conflict.
@@ -338,23 +370,13 @@ func (lt *lifetime) failedBefore(t time.Time) bool {
 }
 
 // searchedSince reports whether a search began at t or after it.
-func (lt *lifetime) searchedSince(t time.Time) bool {
-	for _, s := range lt.searches {
-		if !s.Before(t) {
-			return true
-		}
-	}
-	return false
-}
+func (lt *lifetime) searchedSince(t time.Time) bool { return anySince(lt.searches, t) }
 
 // reconciledSince reports whether a search succeeded at t or after it.
-func (lt *lifetime) reconciledSince(t time.Time) bool {
-	for _, r := range lt.reconciled {
-		if !r.Before(t) {
-			return true
-		}
-	}
-	return false
+func (lt *lifetime) reconciledSince(t time.Time) bool { return anySince(lt.reconciled, t) }
+
+func anySince(times []time.Time, t time.Time) bool {
+	return slices.ContainsFunc(times, func(x time.Time) bool { return !x.Before(t) })
 }
 
 func (lt *lifetime) searchedBefore(t time.Time) bool {

@@ -137,8 +137,10 @@ type lifetime struct {
 	resetClosed bool
 	resets      int
 	// record is the ledger's record of the event as last read after an
-	// activity call (watchLedger), to check it never goes back.
-	record *ledger.Event
+	// activity call (watchLedger), to check it never goes back, and
+	// recordWrites the writes of it counted then.
+	record       *ledger.Event
+	recordWrites int
 }
 
 // Run plays the lifetime of one seed and checks the promises.
@@ -216,7 +218,7 @@ func Run(seed int64) (*Lifetime, error) {
 			break
 		}
 	}
-	lt.runZombies(w.clock.Now(), true)
+	lt.runLateZombies()
 	lt.w.tr.mu.Lock()
 	lt.w.tr.wake(time.Time{}, true)
 	lt.w.tr.mu.Unlock()

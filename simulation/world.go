@@ -34,7 +34,7 @@ type world struct {
 	clock *clock
 	sim   *simulator.Server
 	led   *ledger.SQLite
-	// dying is the worker's hold on the ledger: while it dies in the
+	// dying is the ledger as the workers see it: while one dies in the
 	// middle of a Send, its writes after the provider's answer fail.
 	dying *dyingLedger
 	acts  *activities.Activities
@@ -152,10 +152,14 @@ func (w *world) close() {
 // before the answer was written, every write after the attempt's start
 // fails, so the attempt's row stays open, as the process's death leaves
 // it.
+// It also counts the writes that can change the event's outcome and
+// messages (Settle, Record), so the check of the record reads it only
+// after one (lifetime.watchLedger).
 type dyingLedger struct {
 	*ledger.SQLite
-	mu   sync.Mutex
-	dead bool
+	mu     sync.Mutex
+	dead   bool
+	writes int
 }
 
 var errWorkerDied = errors.New("simulated: the worker died before this write")
@@ -172,6 +176,24 @@ func (l *dyingLedger) isDead() bool {
 	return l.dead
 }
 
+// recordWrite reports whether a write of the event's record may go on
+// (the worker is alive), counting it.
+func (l *dyingLedger) recordWrite() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.dead {
+		l.writes++
+	}
+	return !l.dead
+}
+
+// recordWrites is how many writes of the event's record went on.
+func (l *dyingLedger) recordWrites() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writes
+}
+
 func (l *dyingLedger) EndAttempt(ctx context.Context, a ledger.Attempt) error {
 	if l.isDead() {
 		return errWorkerDied
@@ -180,14 +202,14 @@ func (l *dyingLedger) EndAttempt(ctx context.Context, a ledger.Attempt) error {
 }
 
 func (l *dyingLedger) Settle(ctx context.Context, key, outcome, reason, messageID string, at time.Time) (ledger.Event, error) {
-	if l.isDead() {
+	if !l.recordWrite() {
 		return ledger.Event{}, errWorkerDied
 	}
 	return l.SQLite.Settle(ctx, key, outcome, reason, messageID, at)
 }
 
 func (l *dyingLedger) Record(ctx context.Context, key string, messageIDs, findings []string) (ledger.Event, error) {
-	if l.isDead() {
+	if !l.recordWrite() {
 		return ledger.Event{}, errWorkerDied
 	}
 	return l.SQLite.Record(ctx, key, messageIDs, findings)

@@ -3,7 +3,6 @@ package simulation
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -13,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/internal/logging"
-	"github.com/acme/smsorch/ledger"
 )
 
 // zombie is an activity a reset left running: Temporal's reset ends the
@@ -30,11 +28,13 @@ type zombie struct {
 	done    bool
 }
 
-// runZombies lets every zombie whose moment has come act (all of them
-// when all), each at its own moment, in order.
-func (lt *lifetime) runZombies(now time.Time, all bool) {
+// runLateZombies lets the zombies that have not acted yet (their run's
+// last segment ended before their moment) act, in order, each at its
+// moment or now, whichever is later.
+func (lt *lifetime) runLateZombies() {
+	now := lt.w.clock.Now()
 	for _, z := range lt.zombies {
-		if z.done || (!all && z.at.After(now)) {
+		if z.done {
 			continue
 		}
 		if z.at.After(now) {
@@ -85,32 +85,6 @@ func (lt *lifetime) runZombie(z *zombie) {
 			z.name, z.runID, at(lt.sc, now), holder))
 	}
 	lt.watchLedger(now, z.name+" of a replaced run")
-}
-
-// watchLedger reads the ledger's record of the event after an activity
-// call and checks that it never went back: a settled outcome is never
-// replaced by one that knows less of a message that went out (ledger.Rank),
-// and no message id it held leaves it (docs/design.md, the ledger).
-func (lt *lifetime) watchLedger(now time.Time, after string) {
-	e, err := lt.w.led.Event(context.Background(), lt.sc.Input.Key)
-	if err != nil {
-		return // not claimed yet
-	}
-	if p := lt.record; p != nil {
-		switch {
-		case p.Settled() && !e.Settled():
-			lt.viol = append(lt.viol, fmt.Sprintf("after %s at %s the ledger's record of the event is no longer settled (was %s)", after, at(lt.sc, now), p.Outcome))
-		case p.Settled() && ledger.Rank(e.Outcome) < ledger.Rank(p.Outcome):
-			lt.viol = append(lt.viol, fmt.Sprintf("after %s at %s the ledger's outcome went back from %s (%s) to %s (%s): a settle replaced one that knew more of a message that went out",
-				after, at(lt.sc, now), p.Outcome, p.MessageID, e.Outcome, e.MessageID))
-		}
-		for _, id := range append([]string{p.MessageID}, p.MessageIDs...) {
-			if id != "" && id != e.MessageID && !slices.Contains(e.MessageIDs, id) {
-				lt.viol = append(lt.viol, fmt.Sprintf("after %s at %s the ledger's record lost message %s", after, at(lt.sc, now), id))
-			}
-		}
-	}
-	lt.record = &e
 }
 
 // zombieInterceptor gives the zombie's activity the replaced run's
