@@ -364,6 +364,51 @@ func TestSecretsFromFiles(t *testing.T) {
 	require.NotContains(t, err.Error(), "bird-key-from-a-file")
 }
 
+// Compose mounts a file for every secret, empty where a deployment
+// leaves one out, and keeps the database passwords apart from the
+// addresses in the file.
+func TestAnEmptyOptionalSecretFileIsNotGivenAndAPasswordFileJoinsItsAddress(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(v), 0o600))
+		return p
+	}
+	empty := write("empty", "")
+	env := map[string]string{
+		EnvBirdAccessKey + "_FILE":        empty,
+		EnvSendyToken + "_FILE":           write("sendy-token", "sendy-token-from-a-file\n"),
+		EnvIntakePreviousSecret + "_FILE": empty,
+		EnvIntakeSenders + "_FILE":        empty,
+		EnvUIOIDCClientSecret + "_FILE":   empty,
+		EnvLedger:                         "postgres://smsorch_ledger@postgres:5432/smsorch?sslmode=disable",
+		EnvLedger + "_PASSWORD_FILE":      write("ledger-db-password", "0123456789abcdef\n"),
+	}
+	var cfg Config
+	cfg.ReadEnv(func(k string) string { return env[k] })
+	require.NoError(t, cfg.envErr)
+	require.Empty(t, cfg.Bird.AccessKey.Reveal())
+	require.Empty(t, cfg.IntakePreviousSecret.Reveal())
+	require.Empty(t, cfg.IntakeSenders)
+	require.Equal(t, "sendy-token-from-a-file", cfg.Sendy.Token.Reveal())
+	require.Equal(t, "postgres://smsorch_ledger:0123456789abcdef@postgres:5432/smsorch?sslmode=disable", cfg.envLedger)
+
+	// Bird's URL set with its key file empty: the worker says what to set.
+	cfg.Bird.BaseURL, cfg.Bird.WorkspaceID, cfg.Bird.ChannelID = "https://api.bird.com", "w", "c"
+	require.ErrorContains(t, cfg.WithDefaults().Validate(), EnvBirdAccessKey)
+	// A required secret's empty file still says so.
+	env[EnvIntakeSecret+"_FILE"] = empty
+	cfg.ReadEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, cfg.envErr, "SMSORCH_INTAKE_SECRET_FILE names "+empty+", which is empty")
+	// A password given twice is refused, without quoting it.
+	delete(env, EnvIntakeSecret+"_FILE")
+	env[EnvLedger] = "postgres://smsorch_ledger:inline-password@postgres:5432/smsorch"
+	cfg.ReadEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, cfg.envErr, "both SMSORCH_LEDGER_PASSWORD and the address in SMSORCH_LEDGER hold a password")
+	require.NotContains(t, cfg.envErr.Error(), "inline-password")
+}
+
 func TestAnUnsignedIntakeIsRefusedWhereItIsNotSafe(t *testing.T) {
 	t.Parallel()
 	sendy := SendyConfig{BaseURL: "https://sendy", Token: "t"}

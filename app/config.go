@@ -54,7 +54,9 @@ const (
 	// The payload keys (codec.EnvKeys, codec.EnvKeyFile) and the codec
 	// server's token (codec.EnvToken) are read from the environment too.
 	// Each of these may instead be in a file named by NAME_FILE
-	// (internal/secrets).
+	// (internal/secrets); the password of EnvLedger's and
+	// EnvTemporalDB's address may be apart from it, in NAME_PASSWORD or
+	// a file named by NAME_PASSWORD_FILE.
 )
 
 // Defaults of the settings below.
@@ -837,19 +839,32 @@ func (c *Config) ReadEnv(getenv func(string) string) {
 		errs = append(errs, err)
 		return v
 	}
-	c.Bird.AccessKey = logging.Secret(get(EnvBirdAccessKey))
-	c.Sendy.Token = logging.Secret(get(EnvSendyToken))
+	// What a deployment may leave out: an empty file is then the secret
+	// not given (a compose file mounts one for each, and a provider left
+	// empty is refused below only where its URL is set).
+	optional := func(name string) string {
+		v, err := secrets.Optional(getenv, name)
+		errs = append(errs, err)
+		return v
+	}
+	dsn := func(name string) string {
+		v, err := secrets.DSN(getenv, name)
+		errs = append(errs, err)
+		return v
+	}
+	c.Bird.AccessKey = logging.Secret(optional(EnvBirdAccessKey))
+	c.Sendy.Token = logging.Secret(optional(EnvSendyToken))
 	c.IntakeSecret = logging.Secret(get(EnvIntakeSecret))
-	c.IntakePreviousSecret = logging.Secret(get(EnvIntakePreviousSecret))
-	c.UIOIDCClientSecret = logging.Secret(get(EnvUIOIDCClientSecret))
+	c.IntakePreviousSecret = logging.Secret(optional(EnvIntakePreviousSecret))
+	c.UIOIDCClientSecret = logging.Secret(optional(EnvUIOIDCClientSecret))
 	var err error
-	if c.IntakeSenders, err = intake.ParseSenders(get(EnvIntakeSenders)); err != nil {
+	if c.IntakeSenders, err = intake.ParseSenders(optional(EnvIntakeSenders)); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvIntakeSenders, err))
 	}
-	c.envLedger = get(EnvLedger)
+	c.envLedger = dsn(EnvLedger)
 	c.Codec, c.codecErr = codec.FromEnv(getenv)
 	c.CodecToken = logging.Secret(get(codec.EnvToken))
-	c.envTemporalDB = get(EnvTemporalDB)
+	c.envTemporalDB = dsn(EnvTemporalDB)
 	c.envErr = errors.Join(errs...)
 	c.envTemporalAddress = getenv("TEMPORAL_ADDRESS")
 	c.envTemporalNamespace = getenv("TEMPORAL_NAMESPACE")

@@ -3,7 +3,9 @@ package compose
 // docker-compose.yml checked against the code, without Docker: the
 // Temporal it runs is the one go.mod builds and CI tests; the image is
 // built as the file expects; every variable our services set is one the
-// code reads; no secret is written in the file or the example; only the
+// code reads; no secret is written in the file or the example, nor
+// given to a service through its environment (each is a file of
+// compose's secrets, seen only by the services that need it); only the
 // intake is published beyond loopback; every command line parses with
 // the real flags and passes Validate; each store's connection pool fits
 // PostgreSQL's default at the file's replica counts. The rehearsal
@@ -11,11 +13,14 @@ package compose
 
 import (
 	"flag"
+	"maps"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,27 +31,51 @@ import (
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/internal/devstack/defaults"
 	"github.com/acme/smsorch/internal/pki"
+	"github.com/acme/smsorch/internal/secrets"
 	"github.com/acme/smsorch/internal/stackproc"
+	"github.com/acme/smsorch/internal/stacksecrets"
 	"github.com/acme/smsorch/ledger"
 )
 
 var composePath = filepath.Join("..", "docker-compose.yml")
 
-// secrets are the values .env.example leaves for the user to make.
-var secrets = []string{"POSTGRES_PASSWORD", "SMSORCH_DB_PASSWORD", "TEMPORAL_DB_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret, app.EnvBirdAccessKey, app.EnvSendyToken}
+// secretVars are the variables that hold a secret itself: a service of
+// the file sets none of them, only its NAME_FILE (and .env.example none:
+// the first four were there before the secrets became files).
+var secretVars = []string{"POSTGRES_PASSWORD", "SMSORCH_DB_PASSWORD", "TEMPORAL_DB_PASSWORD", app.EnvLedger + secrets.PasswordSuffix, app.EnvTemporalDB + secrets.PasswordSuffix, cli.EnvPostgresAdmin + secrets.PasswordSuffix,
+	codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret, app.EnvIntakePreviousSecret, app.EnvIntakeSenders, app.EnvBirdAccessKey, app.EnvSendyToken, app.EnvUIOIDCClientSecret}
 
-// userEnv is .env.example with each secret filled in, as a user's .env.
+// userEnv is .env.example as a user's .env, against the simulator.
 func userEnv(t *testing.T) map[string]string {
 	t.Helper()
 	env, err := ReadEnv(filepath.Join("..", ".env.example"))
 	require.NoError(t, err)
-	key, err := codec.NewKey("test")
-	require.NoError(t, err)
-	for _, k := range secrets {
-		env[k] = "a-secret-made-for-the-test-" + strings.ToLower(k)
-	}
-	env[codec.EnvKeys] = key
 	env["BIRD_URL"], env["BIRD_WORKSPACE"], env["BIRD_CHANNEL"], env["SENDY_URL"] = "http://simulator:8299", "dev-workspace", "dev-sms-channel", "http://simulator:8299"
+	return env
+}
+
+// userSecrets makes the secret files as .env.example tells the user to
+// (smsctl compose-secrets --simulator), in a directory of the test's.
+func userSecrets(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "secrets")
+	_, err := stacksecrets.Make(dir, true)
+	require.NoError(t, err)
+	return dir
+}
+
+// seenHere is a service's environment as its process sees it, with the
+// secrets it lists at dir instead of compose.SecretsDir.
+func seenHere(t *testing.T, s Service, dir string) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for k, v := range s.Environment {
+		if name, ok := strings.CutPrefix(v, SecretsDir+"/"); ok {
+			require.Contains(t, s.Secrets, name, "%s names the secret %s, which the service does not list", k, name)
+			v = filepath.Join(dir, name)
+		}
+		env[k] = v
+	}
 	return env
 }
 
@@ -155,35 +184,50 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 	}
 	require.Equal(t, []string{"temporal"}, builders, "one service builds the image: five builds of one tag at once collide")
 
-	t.Run("a missing secret stops compose with its name", func(t *testing.T) {
+	t.Run("secrets are files, each seen only by the services that need it", func(t *testing.T) {
 		example, err := ReadEnv(filepath.Join("..", ".env.example"))
 		require.NoError(t, err)
-		for _, k := range secrets {
-			require.Contains(t, example, k)
-			require.Empty(t, example[k], ".env.example must not hold a value for %s that would work", k)
+		for _, k := range secretVars {
+			require.NotContains(t, example, k, ".env.example holds no secret: %s is a file now", k)
 		}
-		_, err = Load(composePath, example)
-		for _, k := range []string{"POSTGRES_PASSWORD", "SMSORCH_DB_PASSWORD", "TEMPORAL_DB_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret} {
-			require.ErrorContains(t, err, k+" is required: set "+k+" in .env", "`docker compose up` with the example as it is stops at %s, naming it", k)
+		ef, err := Load(composePath, example)
+		require.NoError(t, err, "the settings of .env.example as they are load: the secrets are files")
+		names := make([]string, 0, len(stacksecrets.All))
+		for _, sec := range stacksecrets.All {
+			names = append(names, sec.Name)
+			require.Equal(t, "./secrets/"+sec.Name, ef.Secrets[sec.Name].File, "the secret %s is a file of ./secrets, where compose-secrets makes it", sec.Name)
 		}
-		// A provider left out (its URL and secret empty) is no error of
-		// the file's: the workers say what is missing at start.
-		for _, k := range []string{"BIRD_URL", "BIRD_WORKSPACE", "BIRD_CHANNEL", app.EnvBirdAccessKey} {
-			example[k] = ""
-		}
-		for _, k := range []string{"POSTGRES_PASSWORD", "SMSORCH_DB_PASSWORD", "TEMPORAL_DB_PASSWORD", codec.EnvKeys, codec.EnvToken, app.EnvIntakeSecret} {
-			example[k] = "made"
-		}
-		_, err = Load(composePath, example)
-		require.NoError(t, err, "a stack with Sendy only")
-		text, err := os.ReadFile(composePath)
+		require.ElementsMatch(t, names, keys(ef.Secrets), "the file's secrets are the ones smsctl compose-secrets makes")
+		moved, err := Load(composePath, map[string]string{"SMSORCH_SECRETS": "/srv/smsorch-secrets"})
 		require.NoError(t, err)
-		for _, k := range secrets {
-			require.NotRegexp(t, `(?m)^\s+`+k+`: [^$]`, string(text), "%s's value comes from .env, never the file", k)
+		require.Equal(t, "/srv/smsorch-secrets/codec-keys", moved.Secrets["codec-keys"].File, "SMSORCH_SECRETS moves the directory")
+
+		for name, s := range f.Services {
+			for _, k := range secretVars {
+				require.NotContains(t, s.Environment, k, "%s is given %s in its environment: give it the file (%s%s)", name, k, k, secrets.FileSuffix)
+			}
+			// What it lists it reads, through a NAME_FILE, and nothing else.
+			read := map[string]bool{}
+			for k, v := range s.Environment {
+				if sec, ok := strings.CutPrefix(v, SecretsDir+"/"); ok {
+					require.True(t, strings.HasSuffix(k, secrets.FileSuffix), "%s: %s names a secret's file, so its name ends in %s", name, k, secrets.FileSuffix)
+					require.Contains(t, s.Secrets, sec, "%s: %s names %s, which the service does not list", name, k, sec)
+					read[sec] = true
+				}
+				if u, err := url.Parse(v); err == nil && u.User != nil {
+					_, hasPassword := u.User.Password()
+					require.False(t, hasPassword, "%s: %s holds a password; it comes from %s%s", name, k, k, secrets.PasswordSuffix+secrets.FileSuffix)
+				}
+			}
+			for _, sec := range s.Secrets {
+				require.Contains(t, ef.Secrets, sec, "%s lists %s, which the file does not define", name, sec)
+				require.True(t, read[sec], "%s lists %s but reads it through no NAME_FILE: it need not see it", name, sec)
+			}
 		}
 		ignore, err := os.ReadFile(filepath.Join("..", ".gitignore"))
 		require.NoError(t, err)
 		require.Contains(t, string(ignore), "/.env", ".env is git-ignored")
+		require.Contains(t, string(ignore), "/secrets/", "the secret files are git-ignored")
 	})
 
 	t.Run("every variable our services set is read", func(t *testing.T) {
@@ -197,9 +241,9 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 			e := f.Services[name].Environment
 			require.True(t, ledger.IsPostgresDSN(e[app.EnvLedger]), "%s: the replicas share the PostgreSQL ledger", name)
 			require.NotEmpty(t, e["TEMPORAL_ADDRESS"])
-			require.NotEmpty(t, e[codec.EnvKeys], "%s seals payloads", name)
+			require.NotEmpty(t, e[codec.EnvKeysFile], "%s seals payloads", name)
 		}
-		require.NotEmpty(t, f.Services["intake"].Environment[app.EnvIntakeSecret], "the intake is published: it must require signatures")
+		require.NotEmpty(t, f.Services["intake"].Environment[app.EnvIntakeSecret+secrets.FileSuffix], "the intake is published: it must require signatures")
 	})
 
 	t.Run("everything is published on loopback only", func(t *testing.T) {
@@ -224,44 +268,65 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		roles := f.Services["postgres-roles"]
 		require.Equal(t, []string{"smsctl", "postgres-roles"}, roles.Command)
 		require.True(t, roles.OneShot())
-		ledgerDSN := "postgres://smsorch_ledger:" + env["SMSORCH_DB_PASSWORD"] + "@postgres:5432/smsorch?sslmode=disable"
-		temporalDSN := "postgres://smsorch_temporal:" + env["TEMPORAL_DB_PASSWORD"] + "@postgres:5432/temporal?sslmode=disable"
+		ledgerDSN := "postgres://smsorch_ledger@postgres:5432/smsorch?sslmode=disable"
+		temporalDSN := "postgres://smsorch_temporal@postgres:5432/temporal?sslmode=disable"
 		require.Equal(t, ledgerDSN, roles.Environment["SMSORCH_LEDGER"])
 		require.Equal(t, temporalDSN, roles.Environment["SMSORCH_TEMPORAL_DB"])
 		require.Equal(t, temporalDSN, f.Services["temporal"].Environment["SMSORCH_TEMPORAL_DB"])
 		for _, name := range []string{"worker", "intake"} {
 			require.Equal(t, ledgerDSN, f.Services[name].Environment["SMSORCH_LEDGER"], "%s uses the ledger's role", name)
 		}
-		for name, s := range f.Services {
-			holds := func(secret string) bool {
-				for _, v := range s.Environment {
-					if strings.Contains(v, env[secret]) {
-						return true
-					}
+		// Each password is a secret only its role's services see.
+		sees := map[string][]string{
+			"postgres-password":    {"postgres", "postgres-roles"},
+			"temporal-db-password": {"temporal", "postgres-roles"},
+			"ledger-db-password":   {"worker", "intake", "postgres-roles"},
+		}
+		for sec, who := range sees {
+			var got []string
+			for name, s := range f.Services {
+				if slices.Contains(s.Secrets, sec) {
+					got = append(got, name)
 				}
-				return strings.Contains(strings.Join(s.Command, " "), env[secret])
 			}
-			if name != "postgres" && name != "postgres-roles" {
-				require.False(t, holds("POSTGRES_PASSWORD"), "%s holds the superuser's password", name)
-			}
-			if name != "temporal" && name != "postgres-roles" {
-				require.False(t, holds("TEMPORAL_DB_PASSWORD"), "%s holds the Temporal servers' database password", name)
-			}
-			if name != "worker" && name != "intake" && name != "postgres-roles" {
-				require.False(t, holds("SMSORCH_DB_PASSWORD"), "%s holds the ledger's password", name)
-			}
+			require.ElementsMatch(t, who, got, "the services that see %s", sec)
+		}
+		require.Equal(t, SecretsDir+"/postgres-password", f.Services["postgres"].Environment["POSTGRES_PASSWORD_FILE"], "the postgres image reads the superuser's password from the secret")
+		// The addresses and their passwords come together in the code, as
+		// each service sees them.
+		dir := userSecrets(t)
+		for _, c := range []struct{ service, dsn, secret string }{
+			{"postgres-roles", cli.EnvPostgresAdmin, "postgres-password"},
+			{"postgres-roles", app.EnvTemporalDB, "temporal-db-password"},
+			{"postgres-roles", app.EnvLedger, "ledger-db-password"},
+			{"temporal", app.EnvTemporalDB, "temporal-db-password"},
+			{"worker", app.EnvLedger, "ledger-db-password"},
+			{"intake", app.EnvLedger, "ledger-db-password"},
+		} {
+			env := seenHere(t, f.Services[c.service], dir)
+			got, err := secrets.DSN(func(k string) string { return env[k] }, c.dsn)
+			require.NoError(t, err, c.service)
+			pw, err := os.ReadFile(filepath.Join(dir, c.secret))
+			require.NoError(t, err)
+			u, err := url.Parse(got)
+			require.NoError(t, err)
+			p, _ := u.User.Password()
+			require.Equal(t, strings.TrimSpace(string(pw)), p, "%s reaches PostgreSQL with the password of %s", c.service, c.secret)
 		}
 	})
 
-	t.Run("the simulator is a profile, its secrets in the environment", func(t *testing.T) {
+	t.Run("the simulator is a profile, its credentials the workers' files", func(t *testing.T) {
 		sim := raw.Services["simulator"]
 		require.Equal(t, []string{"sim"}, sim.Profiles)
 		for _, a := range sim.Command {
 			require.NotContains(t, a, "token", "no secret on the simulator's command line")
 			require.NotContains(t, a, "access-key")
 		}
-		require.Contains(t, sim.Environment, app.EnvBirdAccessKey)
-		require.Contains(t, sim.Environment, app.EnvSendyToken)
+		require.Equal(t, SecretsDir+"/bird-access-key", sim.Environment[app.EnvBirdAccessKey+secrets.FileSuffix])
+		require.Equal(t, SecretsDir+"/sendy-token", sim.Environment[app.EnvSendyToken+secrets.FileSuffix])
+		for _, w := range []string{"worker", "intake"} {
+			require.Equal(t, sim.Environment[app.EnvBirdAccessKey+secrets.FileSuffix], f.Services[w].Environment[app.EnvBirdAccessKey+secrets.FileSuffix], "%s presents the key the simulator takes", w)
+		}
 		for name, s := range raw.Services {
 			require.NotContains(t, s.DependsOn, "simulator", "%s must start without the sim profile", name)
 		}
@@ -270,18 +335,19 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 	t.Run("the web UI's login, when set, reaches the UI and the servers, and passes Validate", func(t *testing.T) {
 		login := userEnv(t)
 		for k, v := range map[string]string{"SMSORCH_OIDC_ISSUER": "https://idp.example", "SMSORCH_OIDC_JWKS": "https://idp.example/keys",
-			"SMSORCH_UI_OIDC_CLIENT_ID": "smsorch-ui", "SMSORCH_UI_OIDC_CLIENT_SECRET": "a-secret-from-the-provider",
-			"SMSORCH_UI_OIDC_CALLBACK_URL": "https://temporal.example/auth/sso/callback"} {
+			"SMSORCH_UI_OIDC_CLIENT_ID": "smsorch-ui", "SMSORCH_UI_OIDC_CALLBACK_URL": "https://temporal.example/auth/sso/callback"} {
 			require.Contains(t, login, k, ".env.example lists %s", k)
 			login[k] = v
 		}
+		dir := userSecrets(t)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "ui-oidc-client-secret"), []byte("a-secret-from-the-provider\n"), stacksecrets.FileMode))
 		lf, err := Load(composePath, login)
 		require.NoError(t, err)
 		t.Cleanup(func() { app.UseEmbedded(nil) })
 		app.UseEmbedded(stackproc.Start)
 		for _, name := range []string{"temporal", "temporal-ui"} {
 			s := lf.Services[name]
-			for k, v := range s.Environment {
+			for k, v := range seenHere(t, s, dir) {
 				t.Setenv(k, v)
 			}
 			var cfg app.Config
@@ -305,13 +371,14 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 
 	t.Run("every command line parses with the real flags and passes Validate", func(t *testing.T) {
 		t.Cleanup(func() { app.UseEmbedded(nil) })
+		dir := userSecrets(t)
 		for _, name := range ours {
 			s := f.Services[name]
 			if s.Command[0] == "smssim" || s.Command[0] == "smsctl" {
 				continue // their own flags; the rehearsal starts them
 			}
 			require.Contains(t, []string{"worker", "smsorch-temporal"}, s.Command[0], name)
-			for k, v := range s.Environment {
+			for k, v := range seenHere(t, s, dir) {
 				t.Setenv(k, v)
 			}
 			// smsorch-temporal holds the embedded server, the image's
@@ -329,6 +396,13 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 			require.Empty(t, fs.Args(), "%s: stray arguments", name)
 			cfg = cfg.WithDefaults()
 			require.NoError(t, cfg.Validate(), name)
+			if name == "worker" || name == "intake" {
+				require.NotEmpty(t, cfg.Bird.AccessKey.Reveal(), "%s reads the provider's credential from its file", name)
+				u, err := url.Parse(cfg.LedgerPath)
+				require.NoError(t, err)
+				_, hasPassword := u.User.Password()
+				require.True(t, hasPassword, "%s reaches the ledger with the password from its file", name)
+			}
 			require.False(t, cfg.Dev, "%s is not dev mode", name)
 			require.False(t, cfg.PlaintextPayloads, name)
 			for k := range s.Environment {
@@ -473,24 +547,42 @@ func variablesTheCodeReads(t *testing.T) map[string]bool {
 	read := map[string]bool{}
 	src, err := os.ReadFile(filepath.Join("..", "app", "config.go"))
 	require.NoError(t, err)
+	// A secret read with secrets.Get or Optional is also read from the
+	// file NAME_FILE names; an address read with secrets.DSN takes its
+	// password from NAME_PASSWORD or NAME_PASSWORD_FILE too.
+	readSecret := func(k string) { read[k], read[k+secrets.FileSuffix] = true, true }
+	readDSN := func(k string) {
+		readSecret(k)
+		readSecret(k + secrets.PasswordSuffix)
+	}
 	for name, k := range map[string]string{
-		"EnvBirdAccessKey": app.EnvBirdAccessKey, "EnvSendyToken": app.EnvSendyToken,
-		"EnvIntakeSecret": app.EnvIntakeSecret, "EnvIntakePreviousSecret": app.EnvIntakePreviousSecret, "EnvIntakeSenders": app.EnvIntakeSenders, "EnvUIOIDCClientSecret": app.EnvUIOIDCClientSecret,
-		"EnvLedger": app.EnvLedger, "EnvTemporalDB": app.EnvTemporalDB, "codec.EnvToken": codec.EnvToken,
+		"EnvIntakeSecret": app.EnvIntakeSecret, "codec.EnvToken": codec.EnvToken,
 	} {
 		require.Contains(t, string(src), "get("+name+")", "config.go reads %s (or its _FILE)", k)
-		read[k] = true
+		readSecret(k)
+	}
+	for name, k := range map[string]string{
+		"EnvBirdAccessKey": app.EnvBirdAccessKey, "EnvSendyToken": app.EnvSendyToken,
+		"EnvIntakePreviousSecret": app.EnvIntakePreviousSecret, "EnvIntakeSenders": app.EnvIntakeSenders, "EnvUIOIDCClientSecret": app.EnvUIOIDCClientSecret,
+	} {
+		require.Contains(t, string(src), "optional("+name+")", "config.go reads %s (or its _FILE, empty for none)", k)
+		readSecret(k)
+	}
+	for name, k := range map[string]string{"EnvLedger": app.EnvLedger, "EnvTemporalDB": app.EnvTemporalDB} {
+		require.Contains(t, string(src), "dsn("+name+")", "config.go reads %s (its password apart)", k)
+		readDSN(k)
 	}
 	// smsctl postgres-roles's superuser.
 	roles, err := os.ReadFile(filepath.Join("..", "cmd", "smsctl", "cli", "pgroles.go"))
 	require.NoError(t, err)
 	require.Contains(t, string(roles), "get(EnvPostgresAdmin)")
-	read[cli.EnvPostgresAdmin] = true
+	require.Contains(t, string(roles), "secrets.DSN(c.getenv, name)")
+	readDSN(cli.EnvPostgresAdmin)
 	// The payload keys, through the codec package.
 	require.Contains(t, string(src), "codec.FromEnv(getenv)")
 	codecSrc, err := os.ReadFile(filepath.Join("..", "codec", "codec.go"))
 	require.NoError(t, err)
-	for name, k := range map[string]string{"EnvKeys": codec.EnvKeys, "EnvKeyFile": codec.EnvKeyFile} {
+	for name, k := range map[string]string{"EnvKeys": codec.EnvKeys, "EnvKeyFile": codec.EnvKeyFile, "EnvKeysFile": codec.EnvKeysFile} {
 		require.Contains(t, string(codecSrc), "getenv("+name+")", "codec.FromEnv reads %s", k)
 		read[k] = true
 	}
@@ -515,3 +607,5 @@ func variablesTheCodeReads(t *testing.T) map[string]bool {
 	require.True(t, read["TEMPORAL_ADDRESS"], "the SDK's envconfig reads TEMPORAL_ADDRESS")
 	return read
 }
+
+func keys[V any](m map[string]V) []string { return slices.Collect(maps.Keys(m)) }

@@ -21,7 +21,19 @@ type File struct {
 	Services map[string]Service `yaml:"services"`
 	Volumes  map[string]any     `yaml:"volumes"`
 	Networks map[string]Network `yaml:"networks"`
+	// Secrets are the file secrets a service lists in its own secrets:
+	// each mounted at /run/secrets/NAME.
+	Secrets map[string]SecretSource `yaml:"secrets"`
 }
+
+// SecretSource is where a secret's contents are: a file of the host,
+// relative to the compose file's directory unless absolute.
+type SecretSource struct {
+	File string `yaml:"file"`
+}
+
+// SecretsDir is where a container sees the secrets it lists.
+const SecretsDir = "/run/secrets"
 
 // Service is one service of the file.
 type Service struct {
@@ -44,6 +56,8 @@ type Service struct {
 	MemLimit        string                 `yaml:"mem_limit"`
 	// Volumes are VOLUME:PATH[:ro] mounts.
 	Volumes []string `yaml:"volumes"`
+	// Secrets name the file's secrets the service sees in SecretsDir.
+	Secrets []string `yaml:"secrets"`
 	Restart string   `yaml:"restart"`
 }
 
@@ -92,7 +106,7 @@ type Network struct {
 }
 
 // Load parses the file at path and interpolates every command,
-// environment value, port and health check from env as docker compose
+// environment value, port, health check and secret's file from env as docker compose
 // does: ${VAR}, ${VAR:-default}, ${VAR:?message} (an error naming each
 // missing variable) and $$ for a literal $.
 func Load(path string, env map[string]string) (File, error) {
@@ -125,6 +139,10 @@ func Load(path string, env map[string]string) (File, error) {
 		}
 		s.Image = in(s.Image)
 		f.Services[name] = s
+	}
+	for name, sec := range f.Secrets {
+		sec.File = in(sec.File)
+		f.Secrets[name] = sec
 	}
 	for _, n := range f.Networks {
 		for i := range n.IPAM.Config {

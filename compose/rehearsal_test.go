@@ -4,8 +4,9 @@ package compose
 // runs what docker-compose.yml says without it. Every service built from
 // this repository starts as a process, from the binary its Dockerfile
 // line builds, with the command line and the environment the file gives
-// it, interpolated from .env.example with its secrets filled in, as a
-// user does. Each container gets an address of its own on loopback
+// it, interpolated from .env.example, its secrets in the files `smsctl
+// compose-secrets --simulator` makes, as a user does; each container
+// sees only the secrets its service lists, at /run/secrets. Each container gets an address of its own on loopback
 // (127.0.1.N), where the file listens on 0.0.0.0; a service's name
 // resolves to its first container; PostgreSQL is the machine's. Each
 // service starts when the ones it depends on pass their own health
@@ -39,7 +40,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/acme/smsorch/app"
-	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/intake"
 	"github.com/acme/smsorch/internal/devstack/defaults"
 	"github.com/acme/smsorch/internal/logging"
@@ -70,19 +70,21 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 		}
 	}
 
-	// The user's .env: the example with each secret they are told to make.
+	// The user's .env: the example; and the secret files, made as it
+	// says, by the image's smsctl (a directory of the rehearsal's in
+	// place of ./secrets).
 	env, err := ReadEnv(filepath.Join("..", ".env.example"))
 	require.NoError(t, err)
-	key, err := codec.NewKey("rehearsal")
-	require.NoError(t, err)
-	made := map[string]string{
-		"POSTGRES_PASSWORD": randomHex(t, 24), "SMSORCH_DB_PASSWORD": randomHex(t, 24), "TEMPORAL_DB_PASSWORD": randomHex(t, 24), "SMSORCH_CODEC_KEYS": key, "SMSORCH_CODEC_TOKEN": randomHex(t, 32),
-		"SMSORCH_INTAKE_SECRET": randomHex(t, 32), "BIRD_ACCESS_KEY": randomHex(t, 16), "SENDY_TOKEN": randomHex(t, 16),
-	}
-	for k, v := range made {
-		require.Contains(t, env, k, ".env.example lists %s", k)
-		require.Empty(t, env[k], ".env.example leaves the secret %s for the user to make", k)
-		env[k] = v
+	secretsDir := filepath.Join(dir, "secrets")
+	require.Contains(t, env, "SMSORCH_SECRETS")
+	env["SMSORCH_SECRETS"] = secretsDir
+	made, err := exec.Command(bins["smsctl"], "compose-secrets", secretsDir, "--simulator").CombinedOutput()
+	require.NoError(t, err, "smsctl compose-secrets: %s", made)
+	t.Logf("smsctl compose-secrets --simulator:\n%s", made)
+	secret := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(secretsDir, name))
+		require.NoError(t, err)
+		return strings.TrimSpace(string(b))
 	}
 	// The simulator stands in for the providers, as .env.example says
 	// for --profile sim.
@@ -159,7 +161,7 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 			require.Equal(t, "service_healthy", cond.Condition, "%s waits for %s's health check", name, dep)
 		}
 		if s.OneShot() {
-			c := rehearse.Start(t, bins, dir, container(t, name+"-1", s), addrs[name][0], hosts)
+			c := rehearse.Start(t, bins, dir, container(t, f, dir, name+"-1", s), addrs[name][0], hosts)
 			err := c.Wait()
 			log, _ := os.ReadFile(c.LogPath)
 			require.NoError(t, err, "the one-shot %s fails:\n%s", name, rehearse.Tail(log))
@@ -167,7 +169,7 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 			continue
 		}
 		for i, ip := range addrs[name] {
-			c := rehearse.Start(t, bins, dir, container(t, fmt.Sprintf("%s-%d", name, i+1), s), ip, hosts)
+			c := rehearse.Start(t, bins, dir, container(t, f, dir, fmt.Sprintf("%s-%d", name, i+1), s), ip, hosts)
 			running = append(running, c)
 		}
 		// Docker starts the replicas together and waits for each health check.
@@ -190,7 +192,7 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	_ = unsigned.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, unsigned.StatusCode, "the intake refuses an unsigned event")
 	req.Body = io.NopCloser(bytes.NewReader(body))
-	for k, v := range intake.Sign(logging.Secret(env["SMSORCH_INTAKE_SECRET"]), time.Now(), body) {
+	for k, v := range intake.Sign(logging.Secret(secret("intake-secret")), time.Now(), body) {
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -200,9 +202,9 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, "signed event: %s", got)
 
 	// smsctl, with the intake's environment (docker compose exec intake smsctl …).
-	smsOut := rehearse.Exec(t, ctx, bins, dir, container(t, "intake", f.Services["intake"]), addrs["intake"][0], hosts, "smsctl", "wait", "order-58213-shipped")
+	smsOut := rehearse.Exec(t, ctx, bins, dir, container(t, f, dir, "intake", f.Services["intake"]), addrs["intake"][0], hosts, "smsctl", "wait", "order-58213-shipped")
 	require.Contains(t, smsOut, "Delivered", "the event was delivered: %s", smsOut)
-	smsOut = rehearse.Exec(t, ctx, bins, dir, container(t, "intake", f.Services["intake"]), addrs["intake"][0], hosts, "smsctl", "status", "order-58213-shipped")
+	smsOut = rehearse.Exec(t, ctx, bins, dir, container(t, f, dir, "intake", f.Services["intake"]), addrs["intake"][0], hosts, "smsctl", "status", "order-58213-shipped")
 	require.Contains(t, smsOut, sms.MaskPhone("+31612345678"), "smsctl decodes the run with the keys: %s", smsOut)
 
 	// The run's input is sealed in Temporal; the codec server opens it for the token.
@@ -220,7 +222,7 @@ func TestTheComposeStackRunsFromItsOwnLines(t *testing.T) {
 	require.NotEmpty(t, input.GetPayloads())
 	require.NotContains(t, string(input.GetPayloads()[0].GetData()), "Order 58213", "the input reaches Temporal sealed")
 	codecURL := "http://" + published(t, f.Services["temporal-ui"], "8234", addrs["temporal-ui"][0])
-	decoded := decode(t, ctx, codecURL, env["SMSORCH_CODEC_TOKEN"], input)
+	decoded := decode(t, ctx, codecURL, secret("codec-token"), input)
 	require.Contains(t, decoded, "Order 58213 has shipped.", "the codec server decodes for the token")
 	require.Equal(t, http.StatusUnauthorized, decodeStatus(t, ctx, codecURL, "not-the-token", input), "and for no one else")
 	uiURL := "http://" + published(t, f.Services["temporal-ui"], "8233", addrs["temporal-ui"][0])
@@ -412,10 +414,28 @@ func pgExec(ctx context.Context, dsn, sql string) (int64, error) {
 	return tag.RowsAffected(), err
 }
 
-// container is what the file says of one replica of the service s.
-func container(t *testing.T, name string, s Service) rehearse.Container {
+// container is what the file f says of one replica of the service s:
+// besides its volumes, the secrets it lists, copied from their files
+// into a directory of the container's own that it sees as /run/secrets.
+func container(t *testing.T, f File, dir, name string, s Service) rehearse.Container {
 	t.Helper()
 	c := rehearse.Container{Name: name, Command: s.Command, Env: s.Environment}
+	if len(s.Secrets) > 0 {
+		vol := "run-secrets-" + name
+		require.NoError(t, os.MkdirAll(rehearse.VolumeDir(dir, vol), 0o700))
+		for _, sec := range s.Secrets {
+			src, ok := f.Secrets[sec]
+			require.True(t, ok, "%s lists the secret %s, which the file does not define", name, sec)
+			path := src.File
+			if !filepath.IsAbs(path) {
+				path = filepath.Join("..", path) // beside docker-compose.yml
+			}
+			b, err := os.ReadFile(path)
+			require.NoError(t, err, "%s: the secret %s (compose stops where its file is missing)", name, sec)
+			require.NoError(t, os.WriteFile(filepath.Join(rehearse.VolumeDir(dir, vol), sec), b, 0o600))
+		}
+		c.Mounts = append(c.Mounts, rehearse.Mount{Volume: vol, Path: SecretsDir})
+	}
 	if s.StopGracePeriod != "" {
 		var err error
 		c.Grace, err = time.ParseDuration(s.StopGracePeriod)

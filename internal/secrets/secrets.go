@@ -10,6 +10,7 @@ package secrets
 import (
 	"crypto/subtle"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 )
@@ -22,6 +23,18 @@ const FileSuffix = "_FILE"
 // line break. Both set, an unreadable file or an empty one is an error
 // that says which.
 func Get(getenv func(string) string, name string) (string, error) {
+	return get(getenv, name, false)
+}
+
+// Optional is Get for a secret a deployment may leave out (a provider's
+// credential, a previous secret kept for a rotation): an empty file is
+// the secret not given, so that a compose file can mount one for every
+// deployment and leave it empty where it does not apply.
+func Optional(getenv func(string) string, name string) (string, error) {
+	return get(getenv, name, true)
+}
+
+func get(getenv func(string) string, name string, emptyFileIsUnset bool) (string, error) {
 	v, file := getenv(name), getenv(name+FileSuffix)
 	switch {
 	case v != "" && file != "":
@@ -34,10 +47,52 @@ func Get(getenv func(string) string, name string) (string, error) {
 		return "", fmt.Errorf("%s: read the secret's file: %w", name+FileSuffix, err)
 	}
 	v = strings.TrimRight(string(b), "\r\n")
-	if v == "" {
+	if v == "" && !emptyFileIsUnset {
 		return "", fmt.Errorf("%s names %s, which is empty: write the secret into it", name+FileSuffix, file)
 	}
 	return v, nil
+}
+
+// PasswordSuffix makes the name of the variable that holds the password
+// of a database address: NAME_PASSWORD (or NAME_PASSWORD_FILE) for NAME.
+const PasswordSuffix = "_PASSWORD"
+
+// DSN reads the database address name (a postgres:// URL, or a SQLite
+// path) and, when NAME_PASSWORD or NAME_PASSWORD_FILE is set, puts that
+// password into it: the address can then sit in a deployment file in
+// the open, its password in a secret file of its own. Each may be in a
+// file (Get).
+func DSN(getenv func(string) string, name string) (string, error) {
+	dsn, err := Get(getenv, name)
+	if err != nil {
+		return "", err
+	}
+	pw, err := Get(getenv, name+PasswordSuffix)
+	if err != nil || pw == "" {
+		return dsn, err
+	}
+	return WithPassword(dsn, pw, name)
+}
+
+// WithPassword puts pw into the postgres:// address dsn, which must not
+// hold one already; name is the address's variable, for the error.
+func WithPassword(dsn, pw, name string) (string, error) {
+	pwVar := name + PasswordSuffix
+	if dsn == "" {
+		return "", fmt.Errorf("%s is set without %s: give the database's address (postgres://USER@HOST:5432/DB) in %s", pwVar, name, name)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		return "", fmt.Errorf("%s is set, but %s is not a postgres://USER@HOST/DB address to put the password into: leave %s out", pwVar, name, pwVar)
+	}
+	if u.User == nil || u.User.Username() == "" {
+		return "", fmt.Errorf("%s is set, but the address in %s names no user: write it as postgres://USER@HOST/DB", pwVar, name)
+	}
+	if _, ok := u.User.Password(); ok {
+		return "", fmt.Errorf("both %s and the address in %s hold a password: give it one way (the address without it is postgres://%s@%s%s)", pwVar, name, u.User.Username(), u.Host, u.Path)
+	}
+	u.User = url.UserPassword(u.User.Username(), pw)
+	return u.String(), nil
 }
 
 // Examples are values this project has shipped in an example file, a

@@ -14,6 +14,7 @@ import (
 	"github.com/acme/smsorch/codec"
 	"github.com/acme/smsorch/internal/devmode"
 	"github.com/acme/smsorch/internal/logging"
+	"github.com/acme/smsorch/internal/secrets"
 	"github.com/acme/smsorch/ledger"
 	"github.com/acme/smsorch/provider"
 	"github.com/acme/smsorch/provider/bird"
@@ -37,7 +38,8 @@ func (c *cmd) auditCommand() *cobra.Command {
 it was sent through (an event that moved to a fallback has keys at both),
 and say what they prove. A proven duplicate comes with what a support
 request needs. Outside dev mode give each provider's API (credentials in
-BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
+BIRD_ACCESS_KEY and SENDY_TOKEN, or files named by NAME_FILE); --simulator
+asks the dev simulator.`,
 		Example: `  smsctl audit order-58213-shipped
   SMSORCH_LEDGER=postgres://smsorch@db/smsorch BIRD_ACCESS_KEY=... smsctl audit order-58213-shipped --bird-url https://api.bird.com --bird-workspace W --bird-channel C`,
 		Args: oneKey("audit"),
@@ -45,7 +47,10 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 			ctx := cmd.Context()
 			key := args[0]
 			if ledgerPath == "" {
-				ledgerPath, _ = c.env.LookupEnv("SMSORCH_LEDGER")
+				var err error
+				if ledgerPath, err = secrets.DSN(c.getenv, "SMSORCH_LEDGER"); err != nil {
+					return usageError("%v", err)
+				}
 			}
 			devLedger := ledgerPath == ""
 			if devLedger {
@@ -79,11 +84,18 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 			if reveal && e.Recipient == ledger.Hidden {
 				return usageError("--reveal shows the recipient and the text, which the ledger keeps sealed: give the payload keys (%s or %s)", codec.EnvKeys, codec.EnvKeyFile)
 			}
-			secret := func(k string) logging.Secret { v, _ := c.env.LookupEnv(k); return logging.Secret(v) }
+			birdKey, err := secrets.Optional(c.getenv, "BIRD_ACCESS_KEY")
+			if err != nil {
+				return usageError("%v", err)
+			}
+			sendyToken, err := secrets.Optional(c.getenv, "SENDY_TOKEN")
+			if err != nil {
+				return usageError("%v", err)
+			}
 			clients := map[provider.Name]provider.Client{}
 			var asked []string
 			if bc.BaseURL != "" {
-				bc.AccessKey = secret("BIRD_ACCESS_KEY")
+				bc.AccessKey = logging.Secret(birdKey)
 				if clients[provider.Bird], err = bird.New(bc); err != nil {
 					return err
 				}
@@ -96,7 +108,7 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 				return usageError("--sendy-rate-limit: %v, or 0 for none", err)
 			}
 			if sc.BaseURL != "" {
-				sc.Token, sc.Pacer = secret("SENDY_TOKEN"), sendyPacer
+				sc.Token, sc.Pacer = logging.Secret(sendyToken), sendyPacer
 				if clients[provider.Sendy], err = sendy.New(sc); err != nil {
 					return err
 				}
@@ -131,9 +143,9 @@ BIRD_ACCESS_KEY and SENDY_TOKEN); --simulator asks the dev simulator.`,
 					}
 					switch p {
 					case provider.Bird:
-						clients[p], err = bird.New(devmode.BirdConfig(simURL, secret("BIRD_ACCESS_KEY").Reveal(), 0))
+						clients[p], err = bird.New(devmode.BirdConfig(simURL, birdKey, 0))
 					case provider.Sendy:
-						cfg := devmode.SendyConfig(simURL, secret("SENDY_TOKEN").Reveal(), "", 0)
+						cfg := devmode.SendyConfig(simURL, sendyToken, "", 0)
 						cfg.Pacer = sendyPacer
 						clients[p], err = sendy.New(cfg)
 					default:

@@ -104,7 +104,7 @@ func (c *cmd) root() *cobra.Command {
 	pf.StringVar(&c.ns, "namespace", "", "Temporal namespace (overrides TEMPORAL_NAMESPACE)")
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(c.sendCommand(), c.statusCommand(), c.decideCommand(resend), c.decideCommand(cancel),
-		c.waitCommand(), c.listCommand(), c.auditCommand(), c.codecKeyCommand(), c.certsCommand(), c.postgresRolesCommand())
+		c.waitCommand(), c.listCommand(), c.auditCommand(), c.codecKeyCommand(), c.certsCommand(), c.postgresRolesCommand(), c.composeSecretsCommand())
 	return root
 }
 

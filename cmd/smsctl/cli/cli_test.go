@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -137,4 +139,24 @@ func TestPostgresRolesSaysWhatItNeedsAndRefusesTheSuperuserAsAService(t *testing
 	require.Contains(t, errOut.String(), "SMSORCH_TEMPORAL_DB connects as the superuser admin: give the service a role of its own")
 	require.NotContains(t, errOut.String(), "secret-admin")
 	require.Equal(t, "temporal", pgroles.DatabaseOf("postgres://u:p@h:5432/temporal?sslmode=disable"))
+}
+
+func TestComposeSecretsMakesTheStacksSecretFilesOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	code, out, errOut := run("compose-secrets", dir)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "intake-secret            made  the HTTP intake's signing secret\n")
+	require.Contains(t, out, "bird-access-key          made  Bird's access key (empty: Bird left out; yours to fill in)\n")
+	token, err := os.ReadFile(filepath.Join(dir, "codec-token"))
+	require.NoError(t, err)
+	code, out, errOut = run("compose-secrets", dir, "--simulator")
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "codec-token              kept  ")
+	require.Contains(t, out, "bird-access-key          made  Bird's access key\n", "the simulator takes any credential")
+	again, err := os.ReadFile(filepath.Join(dir, "codec-token"))
+	require.NoError(t, err)
+	require.Equal(t, string(token), string(again), "a second run keeps what the first made")
+	code, _, errOut = run("compose-secrets", dir, "extra")
+	require.Equal(t, ExitInvalid, code)
+	require.Contains(t, errOut, "compose-secrets")
 }

@@ -33,12 +33,13 @@ A role that exists gets its password set again; a database that exists is
 handed to its role with everything in it; CONNECT to each is taken from
 PUBLIC, so that the workers' password does not open Temporal's history,
 nor the servers' the ledger. Each address may be given in a file named
-by NAME_FILE instead. docker-compose.yml runs this at every start.`,
+by NAME_FILE instead, and its password apart from it, in NAME_PASSWORD or
+a file named by NAME_PASSWORD_FILE. docker-compose.yml runs this at every start.`,
 		Args: flagsOnly("postgres-roles takes no arguments: it reads " + EnvPostgresAdmin + ", SMSORCH_TEMPORAL_DB and SMSORCH_LEDGER"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var errs []error
 			get := func(name string) string {
-				v, err := secrets.Get(c.getenv, name)
+				v, err := secrets.DSN(c.getenv, name)
 				if err == nil && v == "" {
 					err = fmt.Errorf("%s is not set", name)
 				}

@@ -11,11 +11,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acme/smsorch/internal/logging"
+	"github.com/acme/smsorch/internal/secrets"
 )
 
 // Main is smssim: the simulator on an address until ctx ends. The
 // credentials it accepts come from --bird-access-key and --sendy-token,
-// else BIRD_ACCESS_KEY and SENDY_TOKEN, else the dev defaults. It returns
+// else BIRD_ACCESS_KEY and SENDY_TOKEN (or the files their _FILE names), else the dev defaults. It returns
 // the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := run(ctx, args, stderr); err != nil {
@@ -43,11 +44,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// workers' do, so they stay off the process list.
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if v := os.Getenv("BIRD_ACCESS_KEY"); v != "" && !given["bird-access-key"] {
-		cfg.BirdAccessKey = v
-	}
-	if v := os.Getenv("SENDY_TOKEN"); v != "" && !given["sendy-token"] {
-		cfg.SendyToken = v
+	for _, c := range []struct {
+		env, flag string
+		dst       *string
+	}{{"BIRD_ACCESS_KEY", "bird-access-key", &cfg.BirdAccessKey}, {"SENDY_TOKEN", "sendy-token", &cfg.SendyToken}} {
+		v, err := secrets.Optional(os.Getenv, c.env)
+		if err != nil {
+			return err
+		}
+		if v != "" && !given[c.flag] {
+			*c.dst = v
+		}
 	}
 
 	log, err := logging.New(logging.Options{Format: logging.Format(*logFormat)})
