@@ -392,11 +392,19 @@ func TestAnEmptyOptionalSecretFileIsNotGivenAndAPasswordFileJoinsItsAddress(t *t
 	require.Empty(t, cfg.IntakePreviousSecret.Reveal())
 	require.Empty(t, cfg.IntakeSenders)
 	require.Equal(t, "sendy-token-from-a-file", cfg.Sendy.Token.Reveal())
-	require.Equal(t, "postgres://smsorch_ledger:0123456789abcdef@postgres:5432/smsorch?sslmode=disable", cfg.envLedger)
+	require.Equal(t, "postgres://smsorch_ledger:0123456789abcdef@postgres:5432/smsorch?sslmode=disable", cfg.WithDefaults().LedgerPath)
+	// The address from the flag takes the password from the file too.
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	var flagged Config
+	flagged.RegisterFlags(fs)
+	flagged.ReadEnv(func(k string) string { return env[k] })
+	require.NoError(t, fs.Parse([]string{"--ledger", "postgres://smsorch_ledger@db.internal/smsorch"}))
+	require.Equal(t, "postgres://smsorch_ledger:0123456789abcdef@db.internal/smsorch", flagged.WithDefaults().LedgerPath)
+	require.NoError(t, flagged.envErr)
 
 	// Bird's URL set with its key file empty: the worker says what to set.
 	cfg.Bird.BaseURL, cfg.Bird.WorkspaceID, cfg.Bird.ChannelID = "https://api.bird.com", "w", "c"
-	require.ErrorContains(t, cfg.WithDefaults().Validate(), EnvBirdAccessKey)
+	require.ErrorContains(t, cfg.WithDefaults().Validate(), "bird is configured (--bird-url) but BIRD_ACCESS_KEY is empty: set it, or write it into the file BIRD_ACCESS_KEY_FILE names (secrets/bird-access-key in compose)")
 	// A required secret's empty file still says so.
 	env[EnvIntakeSecret+"_FILE"] = empty
 	cfg.ReadEnv(func(k string) string { return env[k] })
@@ -404,9 +412,11 @@ func TestAnEmptyOptionalSecretFileIsNotGivenAndAPasswordFileJoinsItsAddress(t *t
 	// A password given twice is refused, without quoting it.
 	delete(env, EnvIntakeSecret+"_FILE")
 	env[EnvLedger] = "postgres://smsorch_ledger:inline-password@postgres:5432/smsorch"
+	cfg = Config{}
 	cfg.ReadEnv(func(k string) string { return env[k] })
-	require.ErrorContains(t, cfg.envErr, "both SMSORCH_LEDGER_PASSWORD and the address in SMSORCH_LEDGER hold a password")
-	require.NotContains(t, cfg.envErr.Error(), "inline-password")
+	err := cfg.WithDefaults().Validate()
+	require.ErrorContains(t, err, "both SMSORCH_LEDGER_PASSWORD and the address in SMSORCH_LEDGER hold a password")
+	require.NotContains(t, err.Error(), "inline-password")
 }
 
 func TestAnUnsignedIntakeIsRefusedWhereItIsNotSafe(t *testing.T) {

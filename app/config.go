@@ -244,6 +244,10 @@ type Config struct {
 	LogLevel string
 
 	envLedger, envTemporalDB string // $SMSORCH_LEDGER and $SMSORCH_TEMPORAL_DB, read by RegisterFlags
+	// The passwords of those addresses given apart ($NAME_PASSWORD or
+	// its file), put into the address, from the flag or the variable,
+	// by WithDefaults.
+	ledgerPassword, temporalDBPassword logging.Secret
 	// temporalEnv is where the client's TEMPORAL_* settings are read
 	// (envconfig); nil for the process's environment. Tests give their
 	// own, and so run beside each other.
@@ -298,8 +302,10 @@ func (c Config) WithDefaults() Config {
 		// Only the embedded server reads it: a worker beside one, in the
 		// same environment, connects through TEMPORAL_ADDRESS.
 		def(&c.TemporalDB, c.envTemporalDB)
+		c.TemporalDB = c.joinPassword(c.TemporalDB, &c.temporalDBPassword, EnvTemporalDB)
 	}
 	def(&c.LedgerPath, c.envLedger)
+	c.LedgerPath = c.joinPassword(c.LedgerPath, &c.ledgerPassword, EnvLedger)
 	def(&c.LedgerPath, filepath.Join(c.DataDir, "ledger.db"))
 	def(&c.Sendy.Sender, "SMS")
 	if c.LogFormat == "" {
@@ -429,10 +435,10 @@ func (c Config) validateProviders() error {
 		errs = append(errs, errors.New("no provider is configured: set --bird-url (with --bird-workspace, --bird-channel and BIRD_ACCESS_KEY) and/or --sendy-url (with SENDY_TOKEN), or run with --dev to use the simulator"))
 	}
 	if c.Bird.BaseURL != "" && c.Bird.AccessKey == "" {
-		errs = append(errs, fmt.Errorf("bird is configured but %s is empty: export it from your Bird workspace's access keys", EnvBirdAccessKey))
+		errs = append(errs, fmt.Errorf("bird is configured (--bird-url) but %s is empty: set it, or write it into the file %s%s names (secrets/bird-access-key in compose), from your Bird workspace's access keys", EnvBirdAccessKey, EnvBirdAccessKey, secrets.FileSuffix))
 	}
 	if c.Sendy.BaseURL != "" && c.Sendy.Token == "" {
-		errs = append(errs, fmt.Errorf("sendy is configured but %s is empty: export the API token", EnvSendyToken))
+		errs = append(errs, fmt.Errorf("sendy is configured (--sendy-url) but %s is empty: set it, or write it into the file %s%s names (secrets/sendy-token in compose), from Sendy's API tokens", EnvSendyToken, EnvSendyToken, secrets.FileSuffix))
 	}
 	return errors.Join(errs...)
 }
@@ -515,7 +521,7 @@ func (c Config) validateSecrets() error {
 	for name, dsn := range map[string]string{"the ledger's address (" + EnvLedger + ")": c.LedgerPath, "the Temporal database's address (" + EnvTemporalDB + ")": c.TemporalDB} {
 		if u, err := url.Parse(dsn); err == nil && u.User != nil {
 			if pw, ok := u.User.Password(); ok {
-				errs = append(errs, secrets.CheckExample("the password in "+name, pw, "set the database user's own password (`openssl rand -hex 24`), as POSTGRES_PASSWORD in .env for compose"))
+				errs = append(errs, secrets.CheckExample("the password in "+name, pw, "set the database user's own password (`openssl rand -hex 24`); in compose, in its file of secrets/ (smsctl compose-secrets makes them)"))
 			}
 		}
 	}
@@ -829,6 +835,22 @@ func (c *Config) dsnFlag(fs *flag.FlagSet, dst *string, name, env, usage string)
 	})
 }
 
+// joinPassword puts the password given apart (*pw) into the database
+// address dsn, once; an address that cannot take it is an error of
+// Validate's.
+func (c *Config) joinPassword(dsn string, pw *logging.Secret, env string) string {
+	if *pw == "" {
+		return dsn
+	}
+	joined, err := secrets.WithPassword(dsn, pw.Reveal(), env)
+	*pw = ""
+	if err != nil {
+		c.envErr = errors.Join(c.envErr, err)
+		return dsn
+	}
+	return joined
+}
+
 // ReadEnv reads the secrets and addresses that come from the
 // environment: each secret NAME from NAME or the file named by
 // NAME_FILE.
@@ -847,10 +869,11 @@ func (c *Config) ReadEnv(getenv func(string) string) {
 		errs = append(errs, err)
 		return v
 	}
-	dsn := func(name string) string {
-		v, err := secrets.DSN(getenv, name)
-		errs = append(errs, err)
-		return v
+	// A database address, and its password apart (put into it by
+	// WithDefaults, whether the address comes from a flag or from env).
+	dsn := func(name string, pw *logging.Secret) string {
+		*pw = logging.Secret(get(name + secrets.PasswordSuffix))
+		return get(name)
 	}
 	c.Bird.AccessKey = logging.Secret(optional(EnvBirdAccessKey))
 	c.Sendy.Token = logging.Secret(optional(EnvSendyToken))
@@ -861,10 +884,10 @@ func (c *Config) ReadEnv(getenv func(string) string) {
 	if c.IntakeSenders, err = intake.ParseSenders(optional(EnvIntakeSenders)); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvIntakeSenders, err))
 	}
-	c.envLedger = dsn(EnvLedger)
+	c.envLedger = dsn(EnvLedger, &c.ledgerPassword)
 	c.Codec, c.codecErr = codec.FromEnv(getenv)
 	c.CodecToken = logging.Secret(get(codec.EnvToken))
-	c.envTemporalDB = dsn(EnvTemporalDB)
+	c.envTemporalDB = dsn(EnvTemporalDB, &c.temporalDBPassword)
 	c.envErr = errors.Join(errs...)
 	c.envTemporalAddress = getenv("TEMPORAL_ADDRESS")
 	c.envTemporalNamespace = getenv("TEMPORAL_NAMESPACE")

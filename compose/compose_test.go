@@ -59,7 +59,7 @@ func userEnv(t *testing.T) map[string]string {
 func userSecrets(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "secrets")
-	_, err := stacksecrets.Make(dir, true)
+	_, err := stacksecrets.Make(dir, true, nil)
 	require.NoError(t, err)
 	return dir
 }
@@ -202,6 +202,30 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "/srv/smsorch-secrets/codec-keys", moved.Secrets["codec-keys"].File, "SMSORCH_SECRETS moves the directory")
 
+		// Who sees each secret: the services that need it, and no other.
+		audience := map[string][]string{
+			"postgres-password":      {"postgres", "postgres-roles"},
+			"ledger-db-password":     {"postgres-roles", "worker", "intake"},
+			"temporal-db-password":   {"postgres-roles", "temporal"},
+			"codec-keys":             {"worker", "intake", "temporal-ui"},
+			"codec-token":            {"temporal-ui"},
+			"intake-secret":          {"intake"},
+			"intake-secret-previous": {"intake"},
+			"intake-senders":         {"intake"},
+			"bird-access-key":        {"worker", "intake", "simulator"},
+			"sendy-token":            {"worker", "intake", "simulator"},
+			"ui-oidc-client-secret":  {"temporal-ui"},
+		}
+		require.ElementsMatch(t, names, keys(audience), "every secret has its audience here")
+		for sec, who := range audience {
+			var got []string
+			for name, s := range f.Services {
+				if slices.Contains(s.Secrets, sec) {
+					got = append(got, name)
+				}
+			}
+			require.ElementsMatch(t, who, got, "the services that see %s", sec)
+		}
 		for name, s := range f.Services {
 			for _, k := range secretVars {
 				require.NotContains(t, s.Environment, k, "%s is given %s in its environment: give it the file (%s%s)", name, k, k, secrets.FileSuffix)
@@ -214,8 +238,9 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 					require.Contains(t, s.Secrets, sec, "%s: %s names %s, which the service does not list", name, k, sec)
 					read[sec] = true
 				}
-				if u, err := url.Parse(v); err == nil && u.User != nil {
+				if u, err := url.Parse(v); err == nil && u.Scheme != "" {
 					_, hasPassword := u.User.Password()
+					hasPassword = hasPassword || u.Query().Has("password")
 					require.False(t, hasPassword, "%s: %s holds a password; it comes from %s%s", name, k, k, secrets.PasswordSuffix+secrets.FileSuffix)
 				}
 			}
@@ -228,6 +253,12 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, string(ignore), "/.env", ".env is git-ignored")
 		require.Contains(t, string(ignore), "/secrets/", "the secret files are git-ignored")
+		// The image builds from the repository (COPY . .): the secrets
+		// stay out of its build context, or a layer holds them.
+		dockerIgnore, err := os.ReadFile(filepath.Join("..", ".dockerignore"))
+		require.NoError(t, err)
+		require.Contains(t, strings.Fields(string(dockerIgnore)), "secrets", "the secret files stay out of the image's build context")
+		require.Contains(t, strings.Fields(string(dockerIgnore)), ".env")
 	})
 
 	t.Run("every variable our services set is read", func(t *testing.T) {
@@ -276,21 +307,8 @@ func TestComposeFileMatchesTheCode(t *testing.T) {
 		for _, name := range []string{"worker", "intake"} {
 			require.Equal(t, ledgerDSN, f.Services[name].Environment["SMSORCH_LEDGER"], "%s uses the ledger's role", name)
 		}
-		// Each password is a secret only its role's services see.
-		sees := map[string][]string{
-			"postgres-password":    {"postgres", "postgres-roles"},
-			"temporal-db-password": {"temporal", "postgres-roles"},
-			"ledger-db-password":   {"worker", "intake", "postgres-roles"},
-		}
-		for sec, who := range sees {
-			var got []string
-			for name, s := range f.Services {
-				if slices.Contains(s.Secrets, sec) {
-					got = append(got, name)
-				}
-			}
-			require.ElementsMatch(t, who, got, "the services that see %s", sec)
-		}
+		// Each password is a secret only its role's services see (the
+		// audiences are checked with the other secrets').
 		require.Equal(t, SecretsDir+"/postgres-password", f.Services["postgres"].Environment["POSTGRES_PASSWORD_FILE"], "the postgres image reads the superuser's password from the secret")
 		// The addresses and their passwords come together in the code, as
 		// each service sees them.
@@ -569,7 +587,7 @@ func variablesTheCodeReads(t *testing.T) map[string]bool {
 		readSecret(k)
 	}
 	for name, k := range map[string]string{"EnvLedger": app.EnvLedger, "EnvTemporalDB": app.EnvTemporalDB} {
-		require.Contains(t, string(src), "dsn("+name+")", "config.go reads %s (its password apart)", k)
+		require.Contains(t, string(src), "dsn("+name+", ", "config.go reads %s (its password apart)", k)
 		readDSN(k)
 	}
 	// smsctl postgres-roles's superuser.

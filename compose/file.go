@@ -5,15 +5,14 @@
 package compose
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"regexp"
-	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/acme/smsorch/internal/stacksecrets"
 )
 
 // File is the part of a compose file this project uses.
@@ -177,25 +176,11 @@ func Interpolate(s string, env map[string]string) (string, error) {
 	return out, errors.Join(errs...)
 }
 
-// ReadEnv reads an env file (.env, .env.example): KEY=VALUE lines,
-// comments and blank lines skipped.
+// ReadEnv reads an env file (.env, .env.example) as docker compose
+// does: KEY=VALUE lines, comments and blank lines skipped.
 func ReadEnv(path string) (map[string]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
-	env := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s: %q is not KEY=VALUE", path, line)
-		}
-		env[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	return env, sc.Err()
+	return stacksecrets.ReadEnvFile(path)
 }

@@ -79,7 +79,7 @@ func Ensure(ctx context.Context, admin string, grants []Grant) ([]Done, error) {
 		case p.role == adminURL.User.Username():
 			errs = append(errs, fmt.Errorf("%s connects as the superuser %s: give the service a role of its own (a user name and password of its own in %s)", g.Service, p.role, g.Service))
 		case p.password == "":
-			errs = append(errs, fmt.Errorf("%s gives the role %s no password: set one in its address", g.Service, p.role))
+			errs = append(errs, fmt.Errorf("%s gives the role %s no password: set one in its address or in %s_PASSWORD (in compose, its file of secrets/)", g.Service, p.role, g.Service))
 		case strings.ContainsRune(p.password, 0):
 			errs = append(errs, fmt.Errorf("%s: the password of %s holds a NUL byte, which PostgreSQL does not take", g.Service, p.role))
 		}

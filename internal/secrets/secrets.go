@@ -88,8 +88,12 @@ func WithPassword(dsn, pw, name string) (string, error) {
 	if u.User == nil || u.User.Username() == "" {
 		return "", fmt.Errorf("%s is set, but the address in %s names no user: write it as postgres://USER@HOST/DB", pwVar, name)
 	}
-	if _, ok := u.User.Password(); ok {
-		return "", fmt.Errorf("both %s and the address in %s hold a password: give it one way (the address without it is postgres://%s@%s%s)", pwVar, name, u.User.Username(), u.Host, u.Path)
+	_, inUser := u.User.Password()
+	q := u.Query()
+	if inUser || q.Has("password") {
+		q.Del("password")
+		bare := url.URL{Scheme: u.Scheme, User: url.User(u.User.Username()), Host: u.Host, Path: u.Path, RawQuery: q.Encode()}
+		return "", fmt.Errorf("both %s and the address in %s hold a password: give it one way (the address without it is %s)", pwVar, name, bare.String())
 	}
 	u.User = url.UserPassword(u.User.Username(), pw)
 	return u.String(), nil

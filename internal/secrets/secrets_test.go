@@ -85,6 +85,7 @@ func TestADatabaseAddressTakesItsPasswordFromAFileOfItsOwn(t *testing.T) {
 
 	for _, c := range []struct{ dsn, want string }{
 		{"postgres://u:inline@h/db", "both DB_PASSWORD and the address in DB hold a password: give it one way (the address without it is postgres://u@h/db)"},
+		{"postgres://u@h/db?sslmode=verify-full&password=inline", "both DB_PASSWORD and the address in DB hold a password: give it one way (the address without it is postgres://u@h/db?sslmode=verify-full)"},
 		{"", "DB_PASSWORD is set without DB"},
 		{"/var/lib/smsorch/ledger.db", "not a postgres://USER@HOST/DB address"},
 		{"postgres://h/db", "names no user"},

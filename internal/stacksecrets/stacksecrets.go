@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/acme/smsorch/codec"
@@ -71,6 +72,8 @@ type Result struct {
 	Wrote bool
 	// Empty is true when the file is empty: the secret not given.
 	Empty bool
+	// From names the variable of the old .env the value was moved from.
+	From string
 }
 
 // FileMode is the mode of each file: readable by the user each container
@@ -79,49 +82,111 @@ type Result struct {
 // keeps the host's other users out.
 const FileMode = 0o644
 
-// Make writes into dir every secret that is missing there: a fresh value
-// for those it makes, an empty file for those that are the user's to
-// give (with forSimulator, a fresh value for the providers' credentials
-// too, which the simulator accepts). A file that is there is kept as it
-// is, so Make is safe to run again; a file of the user's left empty is
-// filled only with forSimulator.
-func Make(dir string, forSimulator bool) ([]Result, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("make the secrets directory: %w", err)
+// Legacy maps each secret to the variable of .env that held it before
+// the secrets became files (1.0.0): Make moves a value it finds there.
+var Legacy = map[string]string{
+	"postgres-password":      "POSTGRES_PASSWORD",
+	"ledger-db-password":     "SMSORCH_DB_PASSWORD",
+	"temporal-db-password":   "TEMPORAL_DB_PASSWORD",
+	"codec-keys":             "SMSORCH_CODEC_KEYS",
+	"codec-token":            "SMSORCH_CODEC_TOKEN",
+	"intake-secret":          "SMSORCH_INTAKE_SECRET",
+	"intake-secret-previous": "SMSORCH_INTAKE_SECRET_PREVIOUS",
+	"intake-senders":         "SMSORCH_INTAKE_SENDERS",
+	"bird-access-key":        "BIRD_ACCESS_KEY",
+	"sendy-token":            "SENDY_TOKEN",
+	"ui-oidc-client-secret":  "SMSORCH_UI_OIDC_CLIENT_SECRET",
+}
+
+// Report is what Make did.
+type Report struct {
+	Results []Result
+	// Warnings are what the user should fix by hand.
+	Warnings []string
+}
+
+// Make writes into dir every secret that is missing or empty there: the
+// value an old .env held (env, the variables of Legacy), else a fresh
+// value for those it makes, else an empty file for those that are the
+// user's to give (with forSimulator, a fresh value for the providers'
+// credentials too, which the simulator accepts). A file that holds a
+// value is kept (made readable to the containers), so Make is safe to
+// run again; one whose value differs from .env's is an error, since
+// either may be the one in use.
+func Make(dir string, forSimulator bool, env map[string]string) (Report, error) {
+	var rep Report
+	if st, err := os.Stat(dir); err == nil && st.IsDir() && st.Mode().Perm()&0o077 != 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s is open to other users of this host (mode %04o): chmod 700 %s", dir, st.Mode().Perm(), dir))
+	} else if os.IsNotExist(err) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return rep, fmt.Errorf("make the secrets directory: %w", err)
+		}
+	} else if err != nil {
+		return rep, fmt.Errorf("the secrets directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("keep the secrets directory %s to its owner: %w", dir, err)
-	}
-	var out []Result
 	for _, s := range All {
 		path := filepath.Join(dir, s.Name)
 		b, err := os.ReadFile(path)
-		switch {
-		case err == nil && (len(b) > 0 || !(forSimulator && s.sim)):
-			out = append(out, Result{Secret: s, Empty: len(b) == 0})
-			continue
-		case err != nil && !os.IsNotExist(err):
-			return out, fmt.Errorf("read %s: %w", path, err)
+		if err != nil && !os.IsNotExist(err) {
+			return rep, fmt.Errorf("read %s: %w", path, err)
 		}
-		v, err := "", error(nil)
+		have := strings.TrimSpace(string(b))
+		old, from := legacyValue(s.Name, env)
 		switch {
+		case have != "" && old != "" && have != old:
+			return rep, fmt.Errorf("%s and %s in .env hold different values: keep the one in use (for the codec keys, every key that sealed what is still kept), remove the other, and run this again", path, from)
+		case have != "" || (err == nil && !s.Made() && old == "" && !(forSimulator && s.sim)):
+			if err := os.Chmod(path, FileMode); err != nil {
+				rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: make it readable to the containers (chmod 644): %v", path, err))
+			}
+			r := Result{Secret: s, Empty: have == ""}
+			if have != "" && old != "" {
+				r.From = from
+			}
+			rep.Results = append(rep.Results, r)
+			continue
+		}
+		v, err := old, error(nil)
+		switch {
+		case v != "":
 		case s.make != nil:
 			v, err = s.make()
 		case forSimulator && s.sim:
 			v, err = randomHex(16)()
 		}
 		if err != nil {
-			return out, fmt.Errorf("make %s: %w", s.Name, err)
+			return rep, fmt.Errorf("make %s: %w", s.Name, err)
 		}
 		if v != "" {
 			v += "\n"
 		}
 		if err := writeFile(path, v); err != nil {
-			return out, err
+			return rep, err
 		}
-		out = append(out, Result{Secret: s, Wrote: true, Empty: v == ""})
+		r := Result{Secret: s, Wrote: true, Empty: v == ""}
+		if old != "" {
+			r.From = from
+		}
+		rep.Results = append(rep.Results, r)
 	}
-	return out, nil
+	return rep, nil
+}
+
+// legacyValue is the secret's value in an old .env, as its file holds it
+// (the codec keys one a line), and the variable it was in.
+func legacyValue(name string, env map[string]string) (string, string) {
+	from := Legacy[name]
+	v := strings.TrimSpace(env[from])
+	if name == "codec-keys" && v != "" {
+		var lines []string
+		for _, k := range strings.Split(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				lines = append(lines, k)
+			}
+		}
+		v = strings.Join(lines, "\n")
+	}
+	return v, from
 }
 
 // writeFile writes path whole or not at all.
@@ -148,4 +213,34 @@ func writeFile(path, v string) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// ReadEnvFile reads an env file as docker compose does (.env): KEY=VALUE
+// lines, comments and blank lines skipped, a value's surrounding quotes
+// taken off. A file that is not there reads as empty.
+func ReadEnvFile(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	for n, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: %q is not KEY=VALUE", path, n+1, line)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		env[strings.TrimSpace(k)] = v
+	}
+	return env, nil
 }
