@@ -88,6 +88,15 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 			}
 		}
 	}
+	// A message the run's own last search found is in its result: an
+	// unknown outcome excuses only what no search of its could read.
+	if !l.Open && lt.lastSearch.ok && lt.lastSearch.runID == lt.endedRun {
+		for _, m := range ours {
+			if slices.Contains(lt.lastSearch.found, m.ID) && !slices.Contains(res.MessageIDs, m.ID) {
+				bad("the run's last search found message %s (%s at %s), and its result (%s) does not list it: messageIds %v", m.ID, m.Status, m.Provider, res.State, res.MessageIDs)
+			}
+		}
+	}
 	// A run that knows of a live message does not end Cancelled or
 	// Failed: a cancel that meets one ends Unconfirmed.
 	if !l.Open && (res.State == contract.Cancelled || res.State == contract.Failed) {
@@ -109,7 +118,7 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	v = append(v, checkSearchAttributes(l)...)
 	// An unknown outcome is a claim that something may have gone out.
 	if lt.w.tr.sends == 0 && (res.OutcomeUnknown || (l.Open && strings.Contains(res.Reason, "unknown"))) {
-		bad("the run says its outcome is unknown, but no send request ever reached a provider (%s)", res.Reason)
+		bad("the run says its outcome is unknown, but it never made a send request (%s)", res.Reason)
 	}
 	// Delivered is what a provider's answer said, never the run's guess,
 	// of a message the run names that the provider holds delivered; and

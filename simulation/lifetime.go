@@ -116,6 +116,15 @@ type lifetime struct {
 	// searches are the times a Reconcile call searched, whatever it
 	// found (reconciled keeps those that succeeded).
 	searches []time.Time
+	// lastSearch is the latest Reconcile call of a run's own, and
+	// endedRun the run that ended last: whether the run's last search
+	// read the provider's records, and the messages it found there.
+	lastSearch struct {
+		runID string
+		ok    bool
+		found []string
+	}
+	endedRun string
 	// cancelIn is the run the Temporal cancellation request reached.
 	cancelIn string
 	// queue decides which Send activities wait in the task queue; queued
@@ -409,6 +418,7 @@ func (s *segment) execute() {
 	}
 	if !s.open {
 		s.ended = env.Now()
+		lt.endedRun = s.runID
 		lt.tl.add(env.Now(), "run", "%s ended %s: %s", s.runID, s.result.State, s.result.Reason)
 	}
 }
@@ -508,6 +518,9 @@ func (s *segment) look(l Look) {
 		}
 	default:
 		d.Action = contract.ActionCancel
+	}
+	if l.cancel {
+		d.Action, d.Force, d.Provider = contract.ActionCancel, false, ""
 	}
 	snd := sent{at: s.env.Now().Sub(s.lt.sc.Start), d: d, update: r.IntN(3) > 0, double: r.IntN(4) == 0}
 	// The copies come first: they meet the run awaiting a decision, as
@@ -713,40 +726,47 @@ func (s *segment) duration(name string) time.Duration {
 	return s.took
 }
 
-// aim arms the next aimed look at a search that takes time: halfway
-// through it the person looks, and decides if the run awaits a
-// decision; else the look stays for a later search.
+// aim arms the aimed looks at a search that takes time: halfway
+// through it the first look it suits is taken, and the person decides
+// if the run awaits a decision; else the looks stay for a later search.
 func (s *segment) aim(after time.Duration) {
 	lt := s.lt
 	if len(lt.aimed) == 0 || lt.aimedArmed {
 		return
 	}
 	lt.aimedArmed = true
-	l := lt.aimed[0]
 	s.env.RegisterDelayedCallback(func() {
 		s.mu.Lock()
 		lt.aimedArmed = false
+		aimed := append([]Look(nil), lt.aimed...)
 		s.mu.Unlock()
 		st, ok := s.query()
 		if !ok || st.State != contract.AwaitingDecision {
 			return
 		}
+		// The first look whose search this is: one aimed at the records'
+		// return or at the deadline waits for it, and lets the others by.
 		now := s.env.Now()
-		switch l.aim {
-		case aimBack:
-			if o := lt.sc.Outage; o == nil || now.Before(lt.sc.Start.Add(o.To)) {
-				return
+		for i, l := range aimed {
+			switch l.aim {
+			case aimBack:
+				if o := lt.sc.Outage; o == nil || now.Before(lt.sc.Start.Add(o.To)) {
+					continue
+				}
+			case aimDeadline:
+				// In its last 5 minutes a search may still run when
+				// the deadline passes; after it, a decision is refused.
+				if st.DecisionDeadline.IsZero() || now.Before(st.DecisionDeadline.Add(-5*time.Minute)) {
+					continue
+				}
 			}
-		case aimDeadline:
-			if st.DecisionDeadline.IsZero() || now.Before(st.DecisionDeadline.Add(-time.Second)) {
-				return
-			}
+			s.mu.Lock()
+			lt.aimed = append(aimed[:i:i], aimed[i+1:]...)
+			s.mu.Unlock()
+			lt.tl.add(s.env.Now(), "person", "look %d, aimed at the search in flight (%s)", l.N, l.aim)
+			s.look(l)
+			return
 		}
-		s.mu.Lock()
-		lt.aimed = lt.aimed[1:]
-		s.mu.Unlock()
-		lt.tl.add(s.env.Now(), "person", "look %d, aimed at the search in flight", l.N)
-		s.look(l)
 	}, after)
 }
 
@@ -839,6 +859,15 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 			}
 		}
 		lt.observe(name, now, in, out, err)
+		if name == "Reconcile" {
+			ls := &lt.lastSearch
+			ls.runID, ls.ok, ls.found = s.runID, err == nil, nil
+			if ro, ok := any(out).(activities.ReconcileOutput); ok && err == nil {
+				for _, m := range ro.Messages {
+					ls.found = append(ls.found, m.ID)
+				}
+			}
+		}
 		lt.watchLedger(now, name)
 		if cut != nil && !cut.Reset && !info.IsLocalActivity {
 			// The worker died after the activity did its work: the

@@ -37,6 +37,11 @@ type Scenario struct {
 	// answer; during an Outage every one does.
 	ReadFaultRate float64
 	Outage        *Window
+	// SendsDark is a stretch in which no send request gets an answer:
+	// the network loses it on the way there (nothing happens) or on the
+	// way back (the provider acted, a replay included), so a run whose
+	// key's window closes in it awaits a decision.
+	SendsDark *Window
 	// Rotation is a time when the provider's credential has been rotated
 	// and the worker still sends the old one: every request gets 401.
 	Rotation *Window
@@ -105,6 +110,9 @@ type Look struct {
 	// provider answers again after the Outage, or one at or past the
 	// decision deadline.
 	aim aim
+	// cancel: the person cancels, whatever the look's own draw says
+	// (aimed at a cancel that meets a message the search finds).
+	cancel bool
 }
 
 type aim int
@@ -114,6 +122,10 @@ const (
 	aimBack
 	aimDeadline
 )
+
+func (a aim) String() string {
+	return [...]string{"the first search while it awaits", "the first search once the records are back", "a search in the deadline's last 5 minutes or after it"}[a]
+}
 
 // Cut is a Temporal operation at the Call-th activity call the world
 // sees (or, with At, at that time if the run is waiting then).
@@ -289,6 +301,35 @@ func NewScenario(seed int64) *Scenario {
 			from := 2*time.Hour + time.Duration(a.IntN(60))*time.Minute
 			sc.Outage = &Window{From: from, To: from + time.Duration(30+a.IntN(100*60))*time.Minute}
 			sc.SendFaultRate = max(sc.SendFaultRate, 0.5)
+			// Half of them with every send dark from the start until
+			// after the records go dark: the key's window closes with
+			// the outcome unknown, so the run awaits a decision while
+			// its searches fail and are retried, which the aimed looks
+			// need (a generator of its own keeps the other draws).
+			if d := rand.New(rand.NewPCG(uint64(seed), 0xda4c)); d.IntN(2) == 0 {
+				// Half the looks aimed at the records' return cancel:
+				// a cancel that meets the message the search finds.
+				for i := range sc.Aimed {
+					sc.Aimed[i].cancel = sc.Aimed[i].aim == aimBack && d.IntN(2) == 0
+				}
+				// The records go dark before the key's attempts end
+				// (about 2h50m into Bird's 3-hour window), so that the
+				// search at the window's end fails.
+				sc.Outage.From = 2*time.Hour + time.Duration(d.IntN(45))*time.Minute
+				sc.SendsDark = &Window{To: sc.Outage.From + time.Duration(d.IntN(90))*time.Minute}
+				// Operators who set a short decision deadline (4 to 12
+				// hours, --decision-deadline), so that the searches
+				// retried while the run waits are few. Three in four
+				// have the records back within 3.5 hours, before the
+				// deadline, so that a retried search runs as they
+				// return; the others dark past the deadline, so that the
+				// last search runs at it.
+				sc.Policy.DecisionDeadline = 4*time.Hour + time.Duration(d.IntN(8*60))*time.Minute
+				sc.Outage.To = sc.Outage.From + time.Duration(30+d.IntN(3*60))*time.Minute
+				if d.IntN(4) == 0 {
+					sc.Outage.To = sc.Outage.From + sc.Policy.DecisionDeadline + time.Hour + time.Duration(d.IntN(2*60))*time.Minute
+				}
+			}
 		}
 	}
 	if f := rand.New(rand.NewPCG(uint64(seed), 0x5e2d)); f.IntN(6) == 0 {
@@ -370,6 +411,9 @@ func (sc *Scenario) String() string {
 	fmt.Fprintf(&b, "  send faults %.0f%% of %v; lookups fail %.0f%%", sc.SendFaultRate*100, sc.Kinds, sc.ReadFaultRate*100)
 	if sc.Outage != nil {
 		fmt.Fprintf(&b, ", outage %s-%s", sc.Outage.From, sc.Outage.To)
+	}
+	if sc.SendsDark != nil {
+		fmt.Fprintf(&b, ", every send's outcome unknown %s-%s, decision deadline %s", sc.SendsDark.From, sc.SendsDark.To, sc.Policy.DecisionDeadline)
 	}
 	if sc.Rotation != nil {
 		fmt.Fprintf(&b, ", credential rotated %s-%s", sc.Rotation.From, sc.Rotation.To)

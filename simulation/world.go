@@ -247,7 +247,9 @@ type transport struct {
 	sleepers []*sleeper
 	// hung are the Sendy keys a sleeping request holds: Sendy makes a
 	// retry wait for it, which the client sees as its timeout.
-	hung  map[string]bool
+	hung map[string]bool
+	// sends counts the send requests the runs made, those the network
+	// lost on the way included.
 	sends int
 }
 
@@ -316,6 +318,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	sc := t.w.sc
 	h := req.Header.Clone()
+	dark := false // a send whose answer the network loses (Scenario.SendsDark)
 	if sc.rotated(now) {
 		// The provider's credential was rotated and the worker still
 		// holds the old one.
@@ -329,11 +332,21 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.w.tl.add(now, "provider", "%s: %s waits behind the hung request (client timeout)", prov, what)
 			return nil, timeoutError{"the provider did not answer in time"}
 		}
+		if sc.SendsDark.has(now.Sub(sc.Start)) {
+			if t.rng.IntN(2) == 0 {
+				t.sends++ // made, though it never arrived: the client cannot tell
+				t.w.tl.add(now, "provider", "%s: %s: lost on the way, nothing reached the provider (no answer)", prov, what)
+				return nil, timeoutError{"the provider did not answer in time"}
+			}
+			dark = true
+		}
 		t.sends++
 		if _, seen := t.w.sendKeys[key]; !seen {
 			t.w.sendKeys[key] = now
 		}
-		if f, d := sc.sendFault(t.rng, prov); f != "" {
+		if dark {
+			// The network loses the answer: no fault of the provider's too.
+		} else if f, d := sc.sendFault(t.rng, prov); f != "" {
 			_ = t.w.sim.AddFault(simulator.Fault{Kind: f, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(d)})
 		} else if sc.StallShare > 0 && t.stall.Float64() < sc.StallShare {
 			d := 20*time.Hour + time.Duration(t.stall.Int64N(int64(10*time.Hour)))
@@ -387,6 +400,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("simulated: connection closed without an answer")
 	}
 	resp := rec.Result()
+	if dark {
+		t.w.tl.add(now, "provider", "%s: %s -> %d%s, lost on the way back (no answer)", prov, what, resp.StatusCode, replayMark(resp))
+		return nil, timeoutError{"the provider did not answer in time"}
+	}
 	if send || resp.StatusCode >= 300 {
 		t.w.tl.add(now, "provider", "%s: %s -> %d%s", prov, what, resp.StatusCode, replayMark(resp))
 	}
