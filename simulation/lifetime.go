@@ -418,7 +418,9 @@ func (s *segment) execute() {
 	}
 	if !s.open {
 		s.ended = env.Now()
-		lt.endedRun = s.runID
+		if !s.again {
+			lt.endedRun = s.runID // the event's run, not a second start's
+		}
 		lt.tl.add(env.Now(), "run", "%s ended %s: %s", s.runID, s.result.State, s.result.Reason)
 	}
 }
@@ -859,15 +861,6 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 			}
 		}
 		lt.observe(name, now, in, out, err)
-		if name == "Reconcile" {
-			ls := &lt.lastSearch
-			ls.runID, ls.ok, ls.found = s.runID, err == nil, nil
-			if ro, ok := any(out).(activities.ReconcileOutput); ok && err == nil {
-				for _, m := range ro.Messages {
-					ls.found = append(ls.found, m.ID)
-				}
-			}
-		}
 		lt.watchLedger(now, name)
 		if cut != nil && !cut.Reset && !info.IsLocalActivity {
 			// The worker died after the activity did its work: the
@@ -891,6 +884,17 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		s.mu.Lock()
 		s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, out: out, err: err, at: now, took: s.took})
 		s.mu.Unlock()
+		if name == "Reconcile" && !s.again {
+			// A search whose answer the run gets (not one a cut lost,
+			// nor a second start's).
+			ls := &lt.lastSearch
+			ls.runID, ls.ok, ls.found = s.runID, err == nil, nil
+			if ro, ok := any(out).(activities.ReconcileOutput); ok && err == nil {
+				for _, m := range ro.Messages {
+					ls.found = append(ls.found, m.ID)
+				}
+			}
+		}
 		return out, err
 	}
 }

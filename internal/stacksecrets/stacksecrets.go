@@ -217,11 +217,11 @@ func writeFile(path, v string) error {
 
 // ReadEnvFile reads an env file as docker compose does (.env): KEY=VALUE
 // lines, comments and blank lines skipped, a value's surrounding quotes
-// taken off. A file that is not there reads as empty.
+// taken off. A file that is not there reads as nil.
 func ReadEnvFile(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return map[string]string{}, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
@@ -234,7 +234,7 @@ func ReadEnvFile(path string) (map[string]string, error) {
 		}
 		k, v, ok := strings.Cut(line, "=")
 		if !ok {
-			return nil, fmt.Errorf("%s:%d: %q is not KEY=VALUE", path, n+1, line)
+			return nil, fmt.Errorf("%s:%d is not KEY=VALUE (the line is not quoted here: it may hold a secret)", path, n+1)
 		}
 		v = strings.TrimSpace(v)
 		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {

@@ -30,27 +30,36 @@ A stack that kept its secrets in .env (1.0.0) has them moved: each value
 file, and a file that holds another value is an error. Then remove those
 lines from .env.
 
-The directory is 0700 and its files 0644: compose mounts each file as it
+The directory is made 0700 (one open to other users is warned of) and
+its files 0644: compose mounts each file as it
 is on the host into containers that run as users of their own.`,
 		Example: `  smsctl compose-secrets --simulator
-  mkdir -m 700 secrets && docker run --rm -u "$(id -u)" -v "$PWD/secrets:/secrets" smsorch:local smsctl compose-secrets /secrets`,
+  mkdir -p -m 700 secrets && docker run --rm -u "$(id -u)" -v "$PWD/secrets:/secrets" smsorch:local smsctl compose-secrets /secrets`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usageError("compose-secrets takes one directory at most, got %q", args)
 			}
 			return nil
 		},
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cc *cobra.Command, args []string) error {
+			envGiven := cc.Flags().Changed("env-file")
+			env, err := stacksecrets.ReadEnvFile(envFile)
+			if err != nil {
+				return usageError("--env-file: %v", err)
+			}
+			if env == nil && envGiven {
+				return usageError("--env-file %s: no such file: give the compose settings file whose secrets move into their files", envFile)
+			}
+			// Where compose looks: the shell's SMSORCH_SECRETS, else .env's.
 			dir := c.getenv("SMSORCH_SECRETS")
+			if dir == "" {
+				dir = env["SMSORCH_SECRETS"]
+			}
 			if dir == "" {
 				dir = "secrets"
 			}
 			if len(args) == 1 {
 				dir = args[0]
-			}
-			env, err := stacksecrets.ReadEnvFile(envFile)
-			if err != nil {
-				return usageError("--env-file: %v", err)
 			}
 			rep, err := stacksecrets.Make(dir, forSimulator, env)
 			if err != nil {
