@@ -51,6 +51,18 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	if len(live) > 1 && !warned {
 		bad("silent duplicate: %d live messages of the event (%s) and the run reports neither duplicateSend nor possibleDuplicate", len(live), ids(live))
 	}
+	// Two live messages the run names are a duplicate it can prove, not
+	// one that is only possible.
+	var named []simulator.Message
+	for _, m := range live {
+		if slices.Contains(res.MessageIDs, m.ID) {
+			named = append(named, m)
+		}
+	}
+	if len(named) > 1 && !res.DuplicateSend && !l.Open {
+		bad("the run names %d messages that are live at the provider (%s), and does not report the proven duplicate (duplicateSend false, possibleDuplicate %t)",
+			len(named), ids(named), res.PossibleDuplicate)
+	}
 
 	// Every message of the event is known to the run, or the run says
 	// its outcome is unknown. A possible duplicate is a claim about one
@@ -115,6 +127,7 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 		bad("blind resend(s) %v, and the run does not report a possible duplicate", res.BlindResends)
 	}
 	v = append(v, lt.checkRequests()...)
+	v = append(v, lt.checkAttempts()...)
 	v = append(v, checkSearchAttributes(l)...)
 	// An unknown outcome is a claim that something may have gone out.
 	if lt.w.tr.sends == 0 && (res.OutcomeUnknown || (l.Open && strings.Contains(res.Reason, "unknown"))) {
@@ -345,6 +358,71 @@ func (lt *lifetime) checkRequests() []string {
 		}
 	}
 	return v
+}
+
+// checkAttempts weighs the ledger's record of each answered attempt
+// against what the provider did with the requests made while it was
+// open: an answer recorded with a message was given for that message,
+// with that status, as new or as a replay as the provider gave it; an
+// answer recorded as not executed made no message.
+func (lt *lifetime) checkAttempts() []string {
+	var v []string
+	rows, err := lt.w.led.Attempts(context.Background(), lt.sc.Input.Key)
+	if err != nil {
+		return nil // the ledger's own check names a missing event
+	}
+	reqs := lt.w.sim.Requests(simulator.Filter{})
+	for _, a := range rows {
+		if a.EndedAt.IsZero() || a.HTTPStatus == 0 {
+			continue
+		}
+		var during []simulator.Request
+		for _, q := range reqs {
+			// (The ledger keeps milliseconds.)
+			if q.Method == http.MethodPost && q.Key == a.SendKey && !q.At.Before(a.StartedAt.Add(-time.Millisecond)) && !q.At.After(a.EndedAt.Add(time.Millisecond)) {
+				during = append(during, q)
+			}
+		}
+		what := fmt.Sprintf("attempt %d of run %s under %s (%s to %s)", a.Number, a.RunID, a.SendKey, at(lt.sc, a.StartedAt), at(lt.sc, a.EndedAt))
+		if a.MessageID != "" && !slices.ContainsFunc(during, func(q simulator.Request) bool {
+			return q.MessageID == a.MessageID && q.Status == a.HTTPStatus && q.Replay == a.Replay
+		}) {
+			v = append(v, fmt.Sprintf("the ledger records %s as %s, HTTP %d, message %s, replay %t; the provider's answers then: %s",
+				what, a.Outcome, a.HTTPStatus, a.MessageID, a.Replay, lt.describeRequests(during)))
+		}
+		// An answer that says the attempt ran nothing (a 409 may be
+		// another request's, which the provider may have run).
+		nothing := a.Outcome == string(provider.NotExecuted) || a.Outcome == string(provider.RateLimited) ||
+			(a.Outcome == string(provider.Rejected) && a.HTTPStatus != http.StatusConflict)
+		if nothing && slices.ContainsFunc(during, func(q simulator.Request) bool {
+			return q.Status == a.HTTPStatus && q.MessageID != "" && !q.Replay
+		}) {
+			v = append(v, fmt.Sprintf("the ledger records %s as %s (HTTP %d), but the provider made a message for it: %s",
+				what, a.Outcome, a.HTTPStatus, lt.describeRequests(during)))
+		}
+	}
+	return v
+}
+
+func (lt *lifetime) describeRequests(qs []simulator.Request) string {
+	if len(qs) == 0 {
+		return "none"
+	}
+	var s []string
+	for _, q := range qs {
+		d := fmt.Sprintf("request %d at %s: %d", q.Seq, at(lt.sc, q.At), q.Status)
+		if q.MessageID != "" {
+			d += " " + q.MessageID
+		}
+		if q.Replay {
+			d += " (replay)"
+		}
+		if q.Fault != "" {
+			d += " [" + q.Fault + "]"
+		}
+		s = append(s, d)
+	}
+	return strings.Join(s, "; ")
 }
 
 // checkSearchAttributes compares the run's search attributes with its
