@@ -524,7 +524,10 @@ func (s *segment) look(l Look) {
 	if l.cancel {
 		d.Action, d.Force, d.Provider = contract.ActionCancel, false, ""
 	}
-	snd := sent{at: s.env.Now().Sub(s.lt.sc.Start), d: d, update: r.IntN(3) > 0, double: r.IntN(4) == 0}
+	if l.resend {
+		d.Action, d.Force, d.Provider = contract.ActionResend, false, ""
+	}
+	snd := sent{at: s.env.Now().Sub(s.lt.sc.Start), d: d, update: r.IntN(3) > 0 || l.resend, double: r.IntN(4) == 0}
 	// The copies come first: they meet the run awaiting a decision, as
 	// a copy sent while a person looks would, not one that already took
 	// the person's. lt.sent keeps the order of delivery, which a run
@@ -753,6 +756,14 @@ func (s *segment) aim(after time.Duration) {
 			switch l.aim {
 			case aimBack:
 				if o := lt.sc.Outage; o == nil || now.Before(lt.sc.Start.Add(o.To)) {
+					continue
+				}
+			case aimBeforeBack:
+				if o := lt.sc.Outage; o == nil || now.Before(lt.sc.Start.Add(o.To-25*time.Minute)) || !now.Before(lt.sc.Start.Add(o.To)) {
+					continue
+				}
+			case aimRelapse:
+				if r := lt.sc.Relapse; r == nil || now.Before(lt.sc.Start.Add(r.Reads.From)) {
 					continue
 				}
 			case aimDeadline:

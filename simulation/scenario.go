@@ -42,6 +42,14 @@ type Scenario struct {
 	// way back (the provider acted, a replay included), so a run whose
 	// key's window closes in it awaits a decision.
 	SendsDark *Window
+	// Relapse is a second round of it, after the records return: every
+	// send dark again (Relapse.Sends, so a resend carried out then has
+	// its outcome unknown) and the records dark again at the resend
+	// key's window end (Relapse.Reads), so the run awaits a decision a
+	// second time while its searches fail. In such a scenario every
+	// send of the first round is lost on the way, so that the resend
+	// decided in the first wait is carried out.
+	Relapse *Relapse
 	// Rotation is a time when the provider's credential has been rotated
 	// and the worker still sends the old one: every request gets 401.
 	Rotation *Window
@@ -91,6 +99,9 @@ type Scenario struct {
 	Horizon time.Duration
 }
 
+// Relapse is the second round of a dark network (Scenario.Relapse).
+type Relapse struct{ Sends, Reads Window }
+
 // Window is a stretch of simulated time, from the start.
 type Window struct{ From, To time.Duration }
 
@@ -111,8 +122,9 @@ type Look struct {
 	// decision deadline.
 	aim aim
 	// cancel: the person cancels, whatever the look's own draw says
-	// (aimed at a cancel that meets a message the search finds).
-	cancel bool
+	// (aimed at a cancel that meets a message the search finds);
+	// resend: they resend, unforced, at the run's provider.
+	cancel, resend bool
 }
 
 type aim int
@@ -121,10 +133,13 @@ const (
 	aimFirst aim = iota
 	aimBack
 	aimDeadline
+	aimRelapse
+	aimBeforeBack
 )
 
 func (a aim) String() string {
-	return [...]string{"the first search while it awaits", "the first search once the records are back", "a search in the deadline's last 5 minutes or after it"}[a]
+	return [...]string{"the first search while it awaits", "the first search once the records are back", "a search in the deadline's last 5 minutes or after it",
+		"the first search once the records went dark again", "a search in the 25 minutes before the records come back"}[a]
 }
 
 // Cut is a Temporal operation at the Call-th activity call the world
@@ -312,6 +327,13 @@ func NewScenario(seed int64) *Scenario {
 				for i := range sc.Aimed {
 					sc.Aimed[i].cancel = sc.Aimed[i].aim == aimBack && d.IntN(2) == 0
 				}
+				// And in half of them a person cancels shortly before
+				// the records come back: the run ends Cancelled, and its
+				// last look, retried until the records answer, finds the
+				// message a lost answer made (a generator of its own).
+				if rand.New(rand.NewPCG(uint64(seed), 0xbac)).IntN(2) == 0 {
+					sc.Aimed = append(sc.Aimed, Look{N: 22, late: true, aim: aimBeforeBack, cancel: true})
+				}
 				// The records go dark before the key's attempts end
 				// (about 2h50m into Bird's 3-hour window), so that the
 				// search at the window's end fails.
@@ -326,8 +348,53 @@ func NewScenario(seed int64) *Scenario {
 				// last search runs at it.
 				sc.Policy.DecisionDeadline = 4*time.Hour + time.Duration(d.IntN(8*60))*time.Minute
 				sc.Outage.To = sc.Outage.From + time.Duration(30+d.IntN(3*60))*time.Minute
-				if d.IntN(4) == 0 {
+				// (At Bird, whose records speak for a key, one in two: a
+				// generator of its own keeps the other draws.)
+				if past := d.IntN(4) == 0; past || (prov == "bird" && rand.New(rand.NewPCG(uint64(seed), 0x1a58)).IntN(3) == 0) {
 					sc.Outage.To = sc.Outage.From + sc.Policy.DecisionDeadline + time.Hour + time.Duration(d.IntN(2*60))*time.Minute
+					// Half of those have the records back while the run's
+					// last searches (a reconciliation's budget each) still
+					// run after the deadline ended it: the last look finds
+					// what the window's answers lost, and the run's
+					// outcome changes after it ended Failed (a generator
+					// of its own keeps the other draws).
+					if e := rand.New(rand.NewPCG(uint64(seed), 0x1a57)); e.IntN(2) == 0 {
+						sc.Outage.To = sc.Policy.SendBudget() + sc.Policy.DecisionDeadline + time.Duration(1+e.IntN(40))*time.Minute
+					}
+				}
+				if g := rand.New(rand.NewPCG(uint64(seed), 0x2e1a)); prov == "bird" && sc.Outage.To < sc.Policy.SendBudget()+sc.Policy.DecisionDeadline && g.IntN(2) == 0 {
+					// A second round at Bird (whose records can speak for
+					// a key), for a resend carried out once the
+					// records return: its sends dark too, and the records
+					// dark again before its key's attempts end. A person
+					// resends while the first wait's search fails (the
+					// resend waits for a search, then is carried out), and
+					// again while the second wait's search fails: that
+					// resend waits until its own wait's deadline, not the
+					// first's (a generator of its own keeps the other
+					// draws).
+					// The records come back after the first wait's
+					// deadline and before the second's: a resend that
+					// kept the first's would be given up.
+					sc.Outage.To = max(sc.Outage.To, sc.Policy.SendBudget()+time.Duration(20+g.IntN(60))*time.Minute)
+					back := sc.Outage.To
+					reads := back + sc.Policy.SendBudget() - time.Duration(10+g.IntN(40))*time.Minute
+					sc.Relapse = &Relapse{
+						Sends: Window{From: back - 10*time.Minute, To: reads + time.Hour},
+						Reads: Window{From: reads, To: max(reads+time.Duration(30+g.IntN(60))*time.Minute,
+							sc.Policy.SendBudget()+sc.Policy.DecisionDeadline+time.Duration(10+g.IntN(110))*time.Minute)},
+					}
+					// The first round's sends never reach the provider, so
+					// the records, once back, hold no message and the
+					// waiting resend is carried out; nothing else ends the
+					// first round (a send held in the queue, a rotated
+					// credential, a cancellation request).
+					sc.SendsDark.To = max(sc.SendsDark.To, sc.Policy.SendBudget()+5*time.Minute)
+					sc.QueueShare, sc.Rotation, sc.CancelRequest = 0, nil, 0
+					sc.Aimed = []Look{
+						{N: 20, late: true, aim: aimFirst, resend: true},
+						{N: 21, late: true, aim: aimRelapse, resend: true},
+					}
 				}
 			}
 		}
@@ -346,7 +413,7 @@ func NewScenario(seed int64) *Scenario {
 		// the network loses each answer, makes a message per attempt
 		// that no run can see or count (seeds 4636 and 5488 made 6 and
 		// 16). The records still go dark as drawn.
-		sc.SendsDark = nil
+		sc.SendsDark, sc.Relapse = nil, nil
 	}
 	return sc
 }
@@ -368,7 +435,7 @@ func (sc *Scenario) rotated(t time.Time) bool { return sc.Rotation.has(t.Sub(sc.
 
 // readFaultAt is the share of lookups and searches without an answer at t.
 func (sc *Scenario) readFaultAt(t time.Time) float64 {
-	if sc.Outage.has(t.Sub(sc.Start)) {
+	if sc.Outage.has(t.Sub(sc.Start)) || (sc.Relapse != nil && sc.Relapse.Reads.has(t.Sub(sc.Start))) {
 		return 1
 	}
 	return sc.ReadFaultRate
@@ -420,6 +487,9 @@ func (sc *Scenario) String() string {
 	}
 	if sc.SendsDark != nil {
 		fmt.Fprintf(&b, ", every send's outcome unknown %s-%s, decision deadline %s", sc.SendsDark.From, sc.SendsDark.To, sc.Policy.DecisionDeadline)
+	}
+	if r := sc.Relapse; r != nil {
+		fmt.Fprintf(&b, ", dark again: sends %s-%s, records %s-%s", r.Sends.From, r.Sends.To, r.Reads.From, r.Reads.To)
 	}
 	if sc.Rotation != nil {
 		fmt.Fprintf(&b, ", credential rotated %s-%s", sc.Rotation.From, sc.Rotation.To)
