@@ -52,14 +52,20 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 		bad("silent duplicate: %d live messages of the event (%s) and the run reports neither duplicateSend nor possibleDuplicate", len(live), ids(live))
 	}
 	// Two live messages the run names are a duplicate it can prove, not
-	// one that is only possible.
+	// one that is only possible, once a search of its succeeded after
+	// both were made (an id the provider answers 404 for, or one the run
+	// learned from the ledger and never read, it cannot see live).
 	var named []simulator.Message
+	var latest time.Time
 	for _, m := range live {
-		if slices.Contains(res.MessageIDs, m.ID) {
+		if slices.Contains(res.MessageIDs, m.ID) && !sc.lost(m.ID) {
 			named = append(named, m)
+			if m.CreatedAt.After(latest) {
+				latest = m.CreatedAt
+			}
 		}
 	}
-	if len(named) > 1 && !res.DuplicateSend && !l.Open {
+	if len(named) > 1 && !res.DuplicateSend && !l.Open && lt.reconciledSince(latest) {
 		bad("the run names %d messages that are live at the provider (%s), and does not report the proven duplicate (duplicateSend false, possibleDuplicate %t)",
 			len(named), ids(named), res.PossibleDuplicate)
 	}
@@ -389,6 +395,13 @@ func (lt *lifetime) checkAttempts() []string {
 		}) {
 			v = append(v, fmt.Sprintf("the ledger records %s as %s, HTTP %d, message %s, replay %t; the provider's answers then: %s",
 				what, a.Outcome, a.HTTPStatus, a.MessageID, a.Replay, lt.describeRequests(during)))
+		}
+		// A success that carried a message id is recorded with it.
+		if a.MessageID == "" && a.HTTPStatus/100 == 2 && slices.ContainsFunc(during, func(q simulator.Request) bool {
+			return q.Status == a.HTTPStatus && q.MessageID != ""
+		}) {
+			v = append(v, fmt.Sprintf("the ledger records %s as %s, HTTP %d, without the message the provider answered with: %s",
+				what, a.Outcome, a.HTTPStatus, lt.describeRequests(during)))
 		}
 		// An answer that says the attempt ran nothing (a 409 may be
 		// another request's, which the provider may have run).
