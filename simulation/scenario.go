@@ -102,6 +102,11 @@ type Scenario struct {
 // Relapse is the second round of a dark network (Scenario.Relapse).
 type Relapse struct{ Sends, Reads Window }
 
+// sendsDark and readsDark report whether d is in the relapse's dark
+// sends or reads (false without a relapse).
+func (r *Relapse) sendsDark(d time.Duration) bool { return r != nil && r.Sends.has(d) }
+func (r *Relapse) readsDark(d time.Duration) bool { return r != nil && r.Reads.has(d) }
+
 // Window is a stretch of simulated time, from the start.
 type Window struct{ From, To time.Duration }
 
@@ -350,7 +355,7 @@ func NewScenario(seed int64) *Scenario {
 				sc.Outage.To = sc.Outage.From + time.Duration(30+d.IntN(3*60))*time.Minute
 				// (At Bird, whose records speak for a key, one in two: a
 				// generator of its own keeps the other draws.)
-				if past := d.IntN(4) == 0; past || (prov == "bird" && rand.New(rand.NewPCG(uint64(seed), 0x1a58)).IntN(3) == 0) {
+				if d.IntN(4) == 0 || (prov == "bird" && rand.New(rand.NewPCG(uint64(seed), 0x1a58)).IntN(3) == 0) {
 					sc.Outage.To = sc.Outage.From + sc.Policy.DecisionDeadline + time.Hour + time.Duration(d.IntN(2*60))*time.Minute
 					// Half of those have the records back while the run's
 					// last searches (a reconciliation's budget each) still
@@ -374,11 +379,10 @@ func NewScenario(seed int64) *Scenario {
 					// resend waits for a search, then is carried out), and
 					// again while the second wait's search fails: that
 					// resend waits until its own wait's deadline, not the
-					// first's (a generator of its own keeps the other
-					// draws).
-					// The records come back after the first wait's
-					// deadline and before the second's: a resend that
-					// kept the first's would be given up.
+					// first's. The records come back after the first
+					// wait's deadline and before the second's, so a resend
+					// that kept the first's would be given up (a generator
+					// of its own keeps the other draws).
 					sc.Outage.To = max(sc.Outage.To, sc.Policy.SendBudget()+time.Duration(20+g.IntN(60))*time.Minute)
 					back := sc.Outage.To
 					reads := back + sc.Policy.SendBudget() - time.Duration(10+g.IntN(40))*time.Minute
@@ -438,7 +442,7 @@ func (sc *Scenario) rotated(t time.Time) bool { return sc.Rotation.has(t.Sub(sc.
 
 // readFaultAt is the share of lookups and searches without an answer at t.
 func (sc *Scenario) readFaultAt(t time.Time) float64 {
-	if sc.Outage.has(t.Sub(sc.Start)) || (sc.Relapse != nil && sc.Relapse.Reads.has(t.Sub(sc.Start))) {
+	if sc.Outage.has(t.Sub(sc.Start)) || sc.Relapse.readsDark(t.Sub(sc.Start)) {
 		return 1
 	}
 	return sc.ReadFaultRate

@@ -332,10 +332,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.w.tl.add(now, "provider", "%s: %s waits behind the hung request (client timeout)", prov, what)
 			return nil, timeoutError{"the provider did not answer in time"}
 		}
-		if sc.SendsDark.has(now.Sub(sc.Start)) || (sc.Relapse != nil && sc.Relapse.Sends.has(now.Sub(sc.Start))) {
+		since := now.Sub(sc.Start)
+		if relapsed := sc.Relapse.sendsDark(since); sc.SendsDark.has(since) || relapsed {
 			// (Before a relapse, every request of the first round is
 			// lost on the way: Scenario.Relapse.)
-			if t.rng.IntN(2) == 0 || (sc.Relapse != nil && !sc.Relapse.Sends.has(now.Sub(sc.Start))) {
+			if t.rng.IntN(2) == 0 || (sc.Relapse != nil && !relapsed) {
 				t.sends++ // made, though it never arrived: the client cannot tell
 				t.w.tl.add(now, "provider", "%s: %s: lost on the way, nothing reached the provider (no answer)", prov, what)
 				return nil, timeoutError{"the provider did not answer in time"}
