@@ -481,6 +481,7 @@ func (s *segment) look(l Look) {
 	if st.State != contract.AwaitingDecision && !l.Eager {
 		return
 	}
+	s.toldOfDuplicates(st)
 	// Aimed at the deadline's edge: one person in four puts the
 	// decision off until the last minutes before the run's decision
 	// deadline, when a retried search may be running. The decision is
@@ -536,6 +537,35 @@ func (s *segment) look(l Look) {
 	s.lt.sent = append(s.lt.sent, snd)
 	s.deliver(snd)
 	s.colleague(l)
+}
+
+// toldOfDuplicates checks what a person who looks at a run awaiting a
+// decision is told against the world: where the providers hold two live
+// messages of the event and a search of the run succeeded after both
+// were made, the run says a duplicate is possible (or proven), so that
+// nobody decides on a resend believing at most one SMS went out. The run
+// need not know the messages: at a provider that cannot be searched by
+// key, several attempts without a certain answer are what such a search
+// can count. (While every search fails, the run says only that its
+// outcome is unknown; what it can count then is said at its close.)
+func (s *segment) toldOfDuplicates(st contract.Status) {
+	if st.State != contract.AwaitingDecision || st.DuplicateSend || st.PossibleDuplicate {
+		return
+	}
+	var live []simulator.Message
+	var latest time.Time
+	for _, m := range s.lt.w.sim.Messages(simulator.Filter{}) {
+		if m.Status != "failed" && m.Status != "undelivered" {
+			live = append(live, m)
+			if m.CreatedAt.After(latest) {
+				latest = m.CreatedAt
+			}
+		}
+	}
+	if len(live) > 1 && s.lt.reconciledSince(latest) {
+		s.lt.viol = append(s.lt.viol, fmt.Sprintf("at T+%s a person is shown the run awaiting a decision with neither duplicateSend nor possibleDuplicate, while the providers hold %d live messages of the event (%s)",
+			s.env.Now().Sub(s.lt.sc.Start).Round(time.Second), len(live), ids(live)))
+	}
 }
 
 // colleague is someone who decides too, a moment after the person:
