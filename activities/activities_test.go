@@ -777,3 +777,45 @@ func TestANewMessageAfterAnUncertainAttemptIsRecordedAtOnceWhereNoSearchCanTell(
 		require.Equal(t, tc.recorded, slices.Contains(e.Findings, ledger.FindingPossibleDuplicate), "%s: findings %v", tc.in.Provider, e.Findings)
 	}
 }
+
+// A replay at Sendy, which cannot be searched by key, of a message made
+// after an earlier attempt of the key could no longer take effect says
+// that attempt did not make it: either it sent nothing or Sendy forgot
+// its message before the retention the workers assume, so the ledger
+// records a possible duplicate. A replay of a message made while the
+// earlier attempt could still take effect is that attempt's own, and
+// nothing is recorded.
+func TestAReplayOfAMessageMadeAfterAnUncertainAttemptRecordsAPossibleDuplicate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		before   time.Duration // the uncertain attempt's start, before the message
+		recorded bool
+	}{
+		{"an hour before", time.Hour, true},
+		{"within the late-effect horizon", 30 * time.Second, false},
+	} {
+		b := setup(t)
+		ctx := context.Background()
+		in := PrepareInput{Key: "order-58214-shipped", Provider: "sendy", To: "+972502345678", Text: "Order 58214 has shipped."}
+		p, err := prepare(t, b, in)
+		require.NoError(t, err)
+		row := ledger.Attempt{EventKey: in.Key, SendKey: in.Key, RunID: "default-test-run-id", Number: 1, StartedAt: b.sim.Now().Add(-tc.before)} // the test environment's run
+		require.NoError(t, b.led.BeginAttempt(ctx, row))
+		row.EndedAt, row.Outcome = row.StartedAt, string(provider.Unknown)
+		require.NoError(t, b.led.EndAttempt(ctx, row))
+		// The message the replay returns, made now under the key.
+		first := b.acts.Providers[provider.Sendy].Send(ctx, p.Request)
+		require.Equal(t, provider.Accepted, first.Outcome, first.Reason)
+
+		out, err := send(t, b, SendInput{EventKey: in.Key, Request: p.Request, Budget: 2 * time.Hour, AfterRetries: true})
+		require.NoError(t, err)
+		require.Equal(t, provider.Replayed, out.Result.Outcome, tc.name)
+		require.Equal(t, first.MessageID, out.Result.MessageID, tc.name)
+		require.False(t, out.Result.CreatedAt.IsZero(), "%s: the replay carries Sendy's created_at", tc.name)
+		require.True(t, out.Uncertain, tc.name)
+		e, err := b.led.Event(ctx, in.Key)
+		require.NoError(t, err)
+		require.Equal(t, tc.recorded, slices.Contains(e.Findings, ledger.FindingPossibleDuplicate), "%s: findings %v", tc.name, e.Findings)
+	}
+}

@@ -151,6 +151,9 @@ func (a *Activities) send(ctx context.Context, in SendInput) (SendOutput, error)
 		out.UncertainSince = a.earlierUncertain(ctx, in.EventKey, row)
 		out.Uncertain = !out.UncertainSince.IsZero()
 		a.recordPossibleDuplicate(ctx, in.EventKey, c, res, out.Uncertain)
+		if out.Uncertain && res.Outcome == provider.Replayed {
+			a.recordLateReplay(ctx, in.EventKey, c, res, row)
+		}
 		return out, nil
 	}
 	return SendOutput{}, AttemptError(res, info.Attempt, in.InProgressDelay)
@@ -170,10 +173,51 @@ func (a *Activities) recordPossibleDuplicate(ctx context.Context, eventKey strin
 	if _, searchable := c.(provider.Lister); searchable || !uncertain || res.Outcome != provider.Accepted {
 		return
 	}
+	a.writePossibleDuplicate(ctx, eventKey, "this run reports it when it settles, but a run a Temporal reset starts before then would not")
+}
+
+// writePossibleDuplicate writes the finding to the ledger with its own
+// 10 s, whatever is left of the send's: the answer is in hand. A ledger
+// that cannot be written is logged with what is lost (unsaid).
+func (a *Activities) writePossibleDuplicate(ctx context.Context, eventKey, unsaid string) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := a.Ledger.Record(wctx, eventKey, nil, []string{ledger.FindingPossibleDuplicate}); err != nil {
-		a.log().Warn("could not record a possible duplicate in the ledger: this run reports it when it settles, but a run a Temporal reset starts before then would not", zap.String("key", eventKey), zap.Error(err))
+		a.log().Warn("could not record a possible duplicate in the ledger: "+unsaid, zap.String("key", eventKey), zap.Error(err))
+	}
+}
+
+// ProviderClockSlack is how far a provider's clock (a message's
+// created_at) may be from the ledger's.
+const ProviderClockSlack = 2 * time.Minute
+
+// recordLateReplay writes a possible duplicate to the ledger when a
+// replay, at a provider that cannot be searched by key, returns a
+// message the provider made after an earlier attempt of the key could
+// no longer take effect (its start, plus the late-effect horizon and
+// the clocks' slack): that attempt did not make the message replayed.
+// Either it sent nothing, or the provider made a message for it and
+// forgot the key before the retention the workers assume (Sendy's is
+// not published), so the replay came from a second one. No run can
+// search for the first, so the event says a duplicate is possible; the
+// run reads it from the ledger when it settles.
+func (a *Activities) recordLateReplay(ctx context.Context, eventKey string, c provider.Client, res provider.Result, this ledger.Attempt) {
+	if _, searchable := c.(provider.Lister); searchable || res.CreatedAt.IsZero() {
+		return
+	}
+	attempts, err := a.Ledger.Attempts(ctx, eventKey)
+	if err != nil {
+		a.log().Warn("could not read the earlier attempts of a key to weigh a replay against them; a second message under it is not reported", zap.String("key", this.SendKey), zap.Error(err))
+		return
+	}
+	by := a.policy(c.Name()).LateEffectHorizon + ProviderClockSlack
+	for _, at := range attempts {
+		if at.SendKey == this.SendKey && (at.RunID != this.RunID || at.Number != this.Number) && at.Uncertain() && res.CreatedAt.After(at.StartedAt.Add(by)) {
+			a.log().Warn("a replay returned a message made after an earlier attempt of its key could no longer take effect: that attempt may have sent a message the provider forgot; recording a possible duplicate",
+				zap.String("key", this.SendKey), zap.Time("attemptStarted", at.StartedAt), zap.Time("messageCreated", res.CreatedAt))
+			a.writePossibleDuplicate(ctx, eventKey, "a run of the event may not report it")
+			return
+		}
 	}
 }
 

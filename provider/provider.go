@@ -114,6 +114,11 @@ type Result struct {
 	RetryAfter time.Duration `json:"retryAfter,omitempty"`
 	// Credits is what Sendy charged for the message (0 for Bird).
 	Credits int `json:"credits,omitempty"`
+	// CreatedAt is when the provider made the message, on its clock,
+	// where its answer says (Sendy's created_at): a replay of a message
+	// made after an earlier attempt could no longer take effect says
+	// that attempt did not make it.
+	CreatedAt time.Time `json:"createdAt,omitzero"`
 }
 
 // Status is a delivery status common to both providers.

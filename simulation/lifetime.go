@@ -145,6 +145,8 @@ type lifetime struct {
 	// counts the runs a reset replaced.
 	resetClosed bool
 	resets      int
+	// freshCut is set once Scenario.FreshCut has cut a run.
+	freshCut bool
 	// record is the ledger's record of the event as last read after an
 	// activity call (watchLedger), to check it never goes back, and
 	// recordWrites the writes of it counted then.
@@ -903,6 +905,11 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		}
 		lt.observe(name, now, in, out, err)
 		lt.watchLedger(now, name)
+		if so, ok := any(out).(activities.SendOutput); ok && err == nil && cut == nil && lt.sc.FreshCut != nil && !lt.freshCut &&
+			so.Result.Outcome == provider.Accepted && so.Uncertain && !info.IsLocalActivity {
+			lt.freshCut = true
+			cut = lt.sc.FreshCut
+		}
 		if cut != nil && !cut.Reset && !info.IsLocalActivity {
 			// The worker died after the activity did its work: the
 			// result is lost, and the server retries the activity once its

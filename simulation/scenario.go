@@ -42,6 +42,11 @@ type Scenario struct {
 	// way back (the provider acted, a replay included), so a run whose
 	// key's window closes in it awaits a decision.
 	SendsDark *Window
+	// Unheard is a stretch in which a key's first send request reaches
+	// the provider and its answer is lost, and every later one is lost
+	// on the way: past a retention shorter than the stretch, the first
+	// request that is answered makes a second message.
+	Unheard *Window
 	// Relapse is a second round of it, after the records return: every
 	// send dark again (Relapse.Sends, so a resend carried out then has
 	// its outcome unknown) and the records dark again at the resend
@@ -91,6 +96,11 @@ type Scenario struct {
 	// after its end, Back activities before its last (an operator
 	// re-running a completed workflow from the web UI).
 	ResetClosed *Cut
+	// FreshCut, when set, is a reset that cuts the first Send answered
+	// with a new message after an attempt of its key without a certain
+	// answer, after its effect and before the run learns of it: the new
+	// run's Send gets a replay of that message.
+	FreshCut *Cut
 	// StartAgain starts the event again after its run closed, as a
 	// person would with the Temporal CLI (a new run of the same id).
 	StartAgain bool
@@ -427,9 +437,23 @@ func NewScenario(seed int64) *Scenario {
 		// can count, and several of them at a provider that cannot be
 		// searched by key are a possible duplicate, here a real one (a
 		// generator of its own keeps the other draws).
+		// The others with a reset where a new message answers an
+		// attempt after one without a certain answer (which, past
+		// the retention, may have made one too): the run a reset
+		// starts gets a replay, and learns of the possible duplicate
+		// from the ledger alone.
 		if prov == simulator.Sendy && rand.New(rand.NewPCG(uint64(seed), 0xf06e7)).IntN(2) == 0 {
 			sc.SendsDark = &Window{To: sc.Policy.SendBudget() + 5*time.Minute}
 			sc.QueueShare = 0
+		} else {
+			sc.FreshCut = &Cut{Reset: true, AfterEffect: true}
+			// Half of them with the key's first answer lost and nothing
+			// heard from the provider until its retention has passed:
+			// the first answer is a new message, the key's second.
+			if u := rand.New(rand.NewPCG(uint64(seed), 0x04ea7d)); prov == simulator.Sendy && u.IntN(2) == 0 {
+				sc.Unheard = &Window{To: sc.SendyRetention + time.Duration(1+u.IntN(10))*time.Minute}
+				sc.SendFaultRate, sc.Rotation = 0, nil
+			}
 		}
 	}
 	return sc
@@ -567,6 +591,12 @@ func (sc *Scenario) String() string {
 	}
 	if c := sc.ResetClosed; c != nil {
 		fmt.Fprintf(&b, "  reset to %d activities back %s after the run closes\n", c.Back, c.At)
+	}
+	if sc.Unheard != nil {
+		fmt.Fprintf(&b, "  the key's first send answer lost and no later request heard %s-%s\n", sc.Unheard.From, sc.Unheard.To)
+	}
+	if sc.FreshCut != nil {
+		b.WriteString("  reset after the effect of the first Send answered with a new message after an uncertain attempt\n")
 	}
 	if sc.StartAgain {
 		b.WriteString("  started again after the run closes\n")

@@ -333,7 +333,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, timeoutError{"the provider did not answer in time"}
 		}
 		since := now.Sub(sc.Start)
-		if relapsed := sc.Relapse.sendsDark(since); sc.SendsDark.has(since) || relapsed {
+		if _, again := t.w.sendKeys[key]; sc.Unheard.has(since) {
+			if again {
+				t.sends++
+				t.w.tl.add(now, "provider", "%s: %s: lost on the way, nothing reached the provider (no answer)", prov, what)
+				return nil, timeoutError{"the provider did not answer in time"}
+			}
+			dark = true
+		} else if relapsed := sc.Relapse.sendsDark(since); sc.SendsDark.has(since) || relapsed {
 			// (Before a relapse, every request of the first round is
 			// lost on the way: Scenario.Relapse.)
 			if t.rng.IntN(2) == 0 || (sc.Relapse != nil && !relapsed) {

@@ -169,7 +169,7 @@ func Classify(status int, h http.Header, body []byte, now time.Time) provider.Re
 			r.Reason = fmt.Sprintf("sendy: %d answer without a readable message id (%s); the send may have taken effect", status, wire.Snippet(body))
 			return r
 		}
-		r.MessageID, r.Status, r.Credits = m.ID, MapStatus(m.Status), m.CreditsCharged
+		r.MessageID, r.Status, r.Credits, r.CreatedAt = m.ID, MapStatus(m.Status), m.CreditsCharged, m.CreatedAt
 		if status == http.StatusAccepted {
 			r.Outcome = provider.Accepted
 			r.Reason = fmt.Sprintf("sendy: 202 accepted as message %s, %d credit(s) charged", m.ID, m.CreditsCharged)
