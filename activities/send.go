@@ -205,9 +205,12 @@ func (a *Activities) recordLateReplay(ctx context.Context, eventKey string, c pr
 	if _, searchable := c.(provider.Lister); searchable || res.CreatedAt.IsZero() {
 		return
 	}
-	attempts, err := a.Ledger.Attempts(ctx, eventKey)
+	// Its own 10 s, whatever is left of the send's: the answer is in hand.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	attempts, err := a.Ledger.Attempts(rctx, eventKey)
 	if err != nil {
-		a.log().Warn("could not read the earlier attempts of a key to weigh a replay against them; a second message under it is not reported", zap.String("key", this.SendKey), zap.Error(err))
+		a.log().Warn("could not read the earlier attempts of a key to weigh a replay against them: a second message under it, which Sendy may have made and forgotten, is not reported", zap.String("key", this.SendKey), zap.Error(err))
 		return
 	}
 	by := a.policy(c.Name()).LateEffectHorizon + ProviderClockSlack

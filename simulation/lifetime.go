@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -554,17 +555,23 @@ func (s *segment) toldOfDuplicates(st contract.Status) {
 	if st.State != contract.AwaitingDecision || st.DuplicateSend || st.PossibleDuplicate {
 		return
 	}
+	key := s.lt.sc.Input.Key
 	var live []simulator.Message
 	var latest time.Time
 	for _, m := range s.lt.w.sim.Messages(simulator.Filter{}) {
-		if m.Status != "failed" && m.Status != "undelivered" {
+		if (m.Key == key || strings.HasPrefix(m.Key, key+"~")) && m.Status != "failed" && m.Status != "undelivered" {
 			live = append(live, m)
 			if m.CreatedAt.After(latest) {
 				latest = m.CreatedAt
 			}
 		}
 	}
-	if len(live) > 1 && s.lt.reconciledSince(latest) {
+	// A search whose answer this run received (its own, or one its
+	// history kept from the run a reset replaced), not one a cut lost.
+	s.mu.Lock()
+	searched := slices.ContainsFunc(s.calls, func(c call) bool { return c.name == "Reconcile" && c.err == nil && !c.at.Before(latest) })
+	s.mu.Unlock()
+	if len(live) > 1 && searched {
 		s.lt.viol = append(s.lt.viol, fmt.Sprintf("at T+%s a person is shown the run awaiting a decision with neither duplicateSend nor possibleDuplicate, while the providers hold %d live messages of the event (%s)",
 			s.env.Now().Sub(s.lt.sc.Start).Round(time.Second), len(live), ids(live)))
 	}
@@ -886,6 +893,12 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 			s.stop(cut, now, name)
 			return zero, cutError()
 		}
+		if sc := lt.sc; cut == nil && name == "Send" && sc.FreshCut != nil && sc.FreshCut.MidSend && sc.Unheard != nil && !lt.freshCut && !now.Before(sc.Start.Add(sc.Unheard.To)) && !info.IsLocalActivity {
+			// The first Send once the provider is heard again: its answer
+			// is the key's second message, and the worker dies with it.
+			lt.freshCut = true
+			cut = sc.FreshCut
+		}
 		mid := cut != nil && cut.MidSend && name == "Send"
 		if mid {
 			lt.w.dying.died(true)
@@ -905,7 +918,7 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		}
 		lt.observe(name, now, in, out, err)
 		lt.watchLedger(now, name)
-		if so, ok := any(out).(activities.SendOutput); ok && err == nil && cut == nil && lt.sc.FreshCut != nil && !lt.freshCut &&
+		if so, ok := any(out).(activities.SendOutput); ok && err == nil && cut == nil && lt.sc.FreshCut != nil && !lt.sc.FreshCut.MidSend && !lt.freshCut &&
 			so.Result.Outcome == provider.Accepted && so.Uncertain && !info.IsLocalActivity {
 			lt.freshCut = true
 			cut = lt.sc.FreshCut

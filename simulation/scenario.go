@@ -98,8 +98,10 @@ type Scenario struct {
 	ResetClosed *Cut
 	// FreshCut, when set, is a reset that cuts the first Send answered
 	// with a new message after an attempt of its key without a certain
-	// answer, after its effect and before the run learns of it: the new
-	// run's Send gets a replay of that message.
+	// answer (with Unheard, the first Send once the stretch ends, and
+	// the worker dies before it writes the answer: MidSend), after its
+	// effect and before the run learns of it: the new run's Send gets a
+	// replay of that message.
 	FreshCut *Cut
 	// StartAgain starts the event again after its run closed, as a
 	// person would with the Temporal CLI (a new run of the same id).
@@ -445,14 +447,30 @@ func NewScenario(seed int64) *Scenario {
 		if prov == simulator.Sendy && rand.New(rand.NewPCG(uint64(seed), 0xf06e7)).IntN(2) == 0 {
 			sc.SendsDark = &Window{To: sc.Policy.SendBudget() + 5*time.Minute}
 			sc.QueueShare = 0
-		} else {
+		} else if prov == simulator.Sendy {
 			sc.FreshCut = &Cut{Reset: true, AfterEffect: true}
 			// Half of them with the key's first answer lost and nothing
 			// heard from the provider until its retention has passed:
 			// the first answer is a new message, the key's second.
-			if u := rand.New(rand.NewPCG(uint64(seed), 0x04ea7d)); prov == simulator.Sendy && u.IntN(2) == 0 {
-				sc.Unheard = &Window{To: sc.SendyRetention + time.Duration(1+u.IntN(10))*time.Minute}
+			if u := rand.New(rand.NewPCG(uint64(seed), 0x04ea7d)); u.IntN(2) == 0 {
 				sc.SendFaultRate, sc.Rotation = 0, nil
+				// A replay can tell a message made after an attempt's
+				// late effects and the clocks' slack (plus the first
+				// attempt's own start) from that attempt's own.
+				tell := sc.Policy.LateEffectHorizon + activities.ProviderClockSlack + 2*time.Minute
+				if u.IntN(2) == 0 {
+					// A retention past that: the worker dies before it
+					// writes the new message's answer, so only the new
+					// run's replay can tell the ledger.
+					sc.SendyRetention = max(sc.SendyRetention, tell)
+					sc.FreshCut.MidSend = true
+				} else {
+					// One shorter: no replay can tell, so the ledger
+					// knows of the second message only from the Send
+					// that got it, which the reset cuts after its effect.
+					sc.SendyRetention = time.Duration(1+u.IntN(int(tell/time.Minute)-1)) * time.Minute
+				}
+				sc.Unheard = &Window{To: sc.SendyRetention + time.Duration(1+u.IntN(3))*time.Minute}
 			}
 		}
 	}
