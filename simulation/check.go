@@ -27,7 +27,7 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	msgs := lt.w.sim.Messages(simulator.Filter{})
 	var ours []simulator.Message
 	for _, m := range msgs {
-		if m.Key == sc.Input.Key || strings.HasPrefix(m.Key, sc.Input.Key+"~") {
+		if ofEvent(sc.Input.Key, m) {
 			ours = append(ours, m)
 		} else {
 			bad("message %s under key %q, which is not one of the event's", m.ID, m.Key)
@@ -44,7 +44,7 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	// At most one live message unless the run reports a duplicate.
 	var live []simulator.Message
 	for _, m := range ours {
-		if m.Status != "failed" && m.Status != "undelivered" {
+		if alive(m) {
 			live = append(live, m)
 		}
 	}
@@ -578,3 +578,12 @@ func (t *timeline) String() string {
 	}
 	return b.String()
 }
+
+// ofEvent reports whether m was sent under one of the event's keys (the
+// event's own, or a resend key made from it).
+func ofEvent(key string, m simulator.Message) bool {
+	return m.Key == key || strings.HasPrefix(m.Key, key+"~")
+}
+
+// alive reports whether m may still reach, or has reached, the phone.
+func alive(m simulator.Message) bool { return m.Status != "failed" && m.Status != "undelivered" }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -555,11 +554,10 @@ func (s *segment) toldOfDuplicates(st contract.Status) {
 	if st.State != contract.AwaitingDecision || st.DuplicateSend || st.PossibleDuplicate {
 		return
 	}
-	key := s.lt.sc.Input.Key
 	var live []simulator.Message
 	var latest time.Time
 	for _, m := range s.lt.w.sim.Messages(simulator.Filter{}) {
-		if (m.Key == key || strings.HasPrefix(m.Key, key+"~")) && m.Status != "failed" && m.Status != "undelivered" {
+		if ofEvent(s.lt.sc.Input.Key, m) && alive(m) {
 			live = append(live, m)
 			if m.CreatedAt.After(latest) {
 				latest = m.CreatedAt
