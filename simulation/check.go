@@ -157,7 +157,8 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	}
 	// A failover on proof (the run's own, or a search that found no
 	// live message) leaves a provider that holds no live message of the
-	// event made before it: a flag on the run does not excuse a move the
+	// event made before it, nor one a request that reached it before the
+	// move made later (a hung request the move did not wait for): a flag on the run does not excuse a move the
 	// proof should have stopped. A person's forced move is theirs.
 	for _, r := range res.Resends {
 		moved, ok := lt.w.sendKeys[r.Key]
@@ -165,9 +166,18 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 			continue
 		}
 		for _, m := range live {
-			if m.Provider != r.Provider && m.CreatedAt.Before(moved) {
+			if m.Provider == r.Provider {
+				continue
+			}
+			if m.CreatedAt.Before(moved) {
 				bad("the run moved the event to %s at %s (%s), yet %s holds live message %s of it, made at %s under %s",
 					r.Provider, at(sc, moved), r.Basis, m.Provider, m.ID, at(sc, m.CreatedAt), m.Key)
+			} else if q, ok := lt.w.tr.landedFrom(m, moved); ok {
+				// Made after the move by a request that reached the
+				// provider before it: the move did not wait until that
+				// request could no longer take effect.
+				bad("the run moved the event to %s at %s (%s) while a request under %s that reached %s at %s could still take effect: it made live message %s at %s",
+					r.Provider, at(sc, moved), r.Basis, m.Key, m.Provider, at(sc, q.arrived), m.ID, at(sc, m.CreatedAt))
 			}
 		}
 	}

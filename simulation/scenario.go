@@ -103,6 +103,13 @@ type Scenario struct {
 	// effect and before the run learns of it: the new run's Send gets a
 	// replay of that message.
 	FreshCut *Cut
+	// Landing, when set (Bird with a fallback), loses every send of the
+	// event's key on the way until At, and hangs the first one after it
+	// (the run's last attempt before the window closes) for Delay, past
+	// its client's timeout and within Bird's lock: it takes effect while
+	// the run reconciles, and a failover that does not wait until it can
+	// no longer take effect leaves a message at the provider it left.
+	Landing *Landing
 	// StartAgain starts the event again after its run closed, as a
 	// person would with the Temporal CLI (a new run of the same id).
 	StartAgain bool
@@ -121,6 +128,9 @@ func (r *Relapse) readsDark(d time.Duration) bool { return r != nil && r.Reads.h
 
 // Window is a stretch of simulated time, from the start.
 type Window struct{ From, To time.Duration }
+
+// Landing is Scenario.Landing.
+type Landing struct{ At, Delay time.Duration }
 
 func (w *Window) has(d time.Duration) bool { return w != nil && d >= w.From && d < w.To }
 
@@ -474,6 +484,24 @@ func NewScenario(seed int64) *Scenario {
 			}
 		}
 	}
+	// Aimed at a failover after a last attempt that lands late (a
+	// generator of its own keeps the other draws; not where another
+	// aimed world already rules the sends or the records).
+	if l := rand.New(rand.NewPCG(uint64(seed), 0x1a7d1)); prov == simulator.Bird && sc.Input.Fallback != "" &&
+		sc.SendsDark == nil && sc.Aimed == nil && sc.SendyRetention == 0 && l.IntN(4) == 0 {
+		p := sc.Policy
+		sc.Landing = &Landing{
+			// The last attempt starts LastAttemptLead before the budget
+			// ends, counted from the run's first Send; a retry between
+			// At and it (rare: minutes apart by then) hangs instead.
+			At: p.SendBudget() - p.LastAttemptLead() - 20*time.Second,
+			// Past the client's timeout, within the lock's life.
+			Delay: p.AttemptTimeout + time.Duration(1+l.IntN(int((activities.ProviderLockLifetime-p.AttemptTimeout)/time.Second)))*time.Second,
+		}
+		// The records answer, so that the search after the window
+		// can prove nothing was sent, and nothing else ends the sends.
+		sc.ReadFaultRate, sc.Outage, sc.Rotation, sc.QueueShare, sc.CancelRequest = 0, nil, nil, 0, 0
+	}
 	return sc
 }
 
@@ -609,6 +637,9 @@ func (sc *Scenario) String() string {
 	}
 	if c := sc.ResetClosed; c != nil {
 		fmt.Fprintf(&b, "  reset to %d activities back %s after the run closes\n", c.Back, c.At)
+	}
+	if l := sc.Landing; l != nil {
+		fmt.Fprintf(&b, "  every send of the key lost on the way until %s, the next one hung %s\n", l.At, l.Delay)
 	}
 	if sc.Unheard != nil {
 		fmt.Fprintf(&b, "  the key's first send answer lost and no later request heard %s-%s\n", sc.Unheard.From, sc.Unheard.To)

@@ -248,16 +248,39 @@ type transport struct {
 	// hung are the Sendy keys a sleeping request holds: Sendy makes a
 	// retry wait for it, which the client sees as its timeout.
 	hung map[string]bool
+	// landing: the send Scenario.Landing hangs has been made.
+	landing bool
+	// landed are the hung requests that took effect, in order.
+	landed []landing
 	// sends counts the send requests the runs made, those the network
 	// lost on the way included.
 	sends int
 }
 
 type sleeper struct {
-	wake     time.Time
-	ch, done chan struct{}
-	provider string
-	key      string
+	wake, arrived time.Time
+	ch, done      chan struct{}
+	provider      string
+	key           string
+}
+
+// landing is a hung request that took effect: it reached the provider
+// at arrived and acted at wake.
+type landing struct {
+	provider, key  string
+	arrived, acted time.Time
+}
+
+// landedFrom finds the hung request that made message m, where it
+// reached the provider before t.
+func (t *transport) landedFrom(m simulator.Message, before time.Time) (landing, bool) {
+	for _, l := range t.landed {
+		if l.provider == m.Provider && l.key == m.Key && l.arrived.Before(before) &&
+			!m.CreatedAt.Before(l.acted.Add(-time.Millisecond)) && !m.CreatedAt.After(l.acted.Add(time.Millisecond)) {
+			return l, true
+		}
+	}
+	return landing{}, false
 }
 
 // sleep is the simulator's Sleep hook: a hung request reports itself and
@@ -280,6 +303,7 @@ func (t *transport) wake(now time.Time, all bool) {
 		close(s.ch)
 		<-s.done
 		t.w.clock.at(time.Time{})
+		t.landed = append(t.landed, landing{provider: s.provider, key: s.key, arrived: s.arrived, acted: s.wake})
 		if s.provider == simulator.Sendy {
 			delete(t.hung, s.key)
 		}
@@ -333,6 +357,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, timeoutError{"the provider did not answer in time"}
 		}
 		since := now.Sub(sc.Start)
+		landing := false
+		if l := sc.Landing; l != nil && prov == sc.Input.Provider && key == sc.Input.Key {
+			if since < l.At {
+				t.sends++
+				t.w.tl.add(now, "provider", "%s: %s: lost on the way, nothing reached the provider (no answer)", prov, what)
+				return nil, timeoutError{"the provider did not answer in time"}
+			}
+			landing, t.landing = !t.landing, true
+		}
 		if _, again := t.w.sendKeys[key]; sc.Unheard.has(since) {
 			if again {
 				t.sends++
@@ -356,6 +389,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if dark {
 			// The network loses the answer: no fault of the provider's too.
+		} else if landing {
+			_ = t.w.sim.AddFault(simulator.Fault{Kind: simulator.Hang, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(sc.Landing.Delay)})
 		} else if f, d := sc.sendFault(t.rng, prov); f != "" {
 			_ = t.w.sim.AddFault(simulator.Fault{Kind: f, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(d)})
 		} else if sc.StallShare > 0 && t.stall.Float64() < sc.StallShare {
@@ -392,7 +427,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	select {
 	case <-done:
 	case s := <-t.asleep:
-		s.done, s.provider, s.key = done, prov, key
+		s.done, s.provider, s.key, s.arrived = done, prov, key, now
 		t.sleepers = append(t.sleepers, s)
 		if prov == simulator.Sendy {
 			if t.hung == nil {
