@@ -367,6 +367,13 @@ func (lt *lifetime) checkRequests() []string {
 			first[id] = q
 			continue
 		}
+		// No attempt under a key once its replay window has closed at
+		// the provider, counted from the key's first request there: a
+		// provider that forgot the key makes a second SMS.
+		if q.At.After(f.At.Add(lt.sc.Policy.ReplayWindow)) {
+			v = append(v, fmt.Sprintf("the send under %s at %s (request %d) reached %s after the key's replay window had closed: its first request there was at %s, the window is %s",
+				q.Key, at(lt.sc, q.At), q.Seq, q.Provider, at(lt.sc, f.At), lt.sc.Policy.ReplayWindow))
+		}
 		if f.Path != q.Path || !bytes.Equal(f.Body, q.Body) {
 			v = append(v, fmt.Sprintf("the send under %s at %s (request %d) carried other bytes than its first attempt at %s (request %d): %s %s, then %s %s",
 				q.Key, at(lt.sc, q.At), q.Seq, at(lt.sc, f.At), f.Seq, f.Path, f.BodyText, q.Path, q.BodyText))

@@ -110,6 +110,13 @@ type Scenario struct {
 	// the run reconciles, and a failover that does not wait until it can
 	// no longer take effect leaves a message at the provider it left.
 	Landing *Landing
+	// ClockStep, when set, steps Temporal's clock back against the
+	// world's (the ledger's and the providers'): from At on, the world
+	// is By ahead of the runs' timers, as after an NTP step on
+	// Temporal's hosts. The runs' own bound on a key's attempts then
+	// ends past the provider's replay window; the Send's check, on the
+	// ledger's clock from the key's first attempt, must refuse them.
+	ClockStep *ClockStep
 	// StartAgain starts the event again after its run closed, as a
 	// person would with the Temporal CLI (a new run of the same id).
 	StartAgain bool
@@ -131,6 +138,9 @@ type Window struct{ From, To time.Duration }
 
 // Landing is Scenario.Landing.
 type Landing struct{ At, Delay time.Duration }
+
+// ClockStep is Scenario.ClockStep.
+type ClockStep struct{ At, By time.Duration }
 
 func (w *Window) has(d time.Duration) bool { return w != nil && d >= w.From && d < w.To }
 
@@ -502,6 +512,19 @@ func NewScenario(seed int64) *Scenario {
 		// can prove nothing was sent, and nothing else ends the sends.
 		sc.ReadFaultRate, sc.Outage, sc.Rotation, sc.QueueShare, sc.CancelRequest = 0, nil, nil, 0, 0
 	}
+	// Aimed at the window's own guard: Temporal's clock steps back by
+	// more than the window's margin while every send's answer is lost
+	// (a generator of its own keeps the other draws; only where no
+	// other aimed world rules the run, and with nothing else to end the
+	// sends, so that the runs try the key until their own bound ends).
+	if c := rand.New(rand.NewPCG(uint64(seed), 0xc10c5)); prov == simulator.Bird && sc.Landing == nil &&
+		sc.SendsDark == nil && sc.Aimed == nil && sc.SendyRetention == 0 && c.IntN(10) == 0 {
+		p := sc.Policy
+		sc.ClockStep = &ClockStep{At: p.SendBudget() - time.Duration(10+c.IntN(60))*time.Minute, By: p.WindowMargin + time.Duration(1+c.IntN(20))*time.Minute}
+		sc.SendsDark = &Window{To: p.SendBudget() + 5*time.Minute}
+		sc.ReadFaultRate, sc.Outage, sc.Rotation, sc.QueueShare, sc.CancelRequest = 0, nil, nil, 0, 0
+		sc.Looks, sc.Cuts, sc.ResetClosed, sc.StartAgain = nil, nil, nil, false
+	}
 	return sc
 }
 
@@ -637,6 +660,9 @@ func (sc *Scenario) String() string {
 	}
 	if c := sc.ResetClosed; c != nil {
 		fmt.Fprintf(&b, "  reset to %d activities back %s after the run closes\n", c.Back, c.At)
+	}
+	if c := sc.ClockStep; c != nil {
+		fmt.Fprintf(&b, "  from %s on, Temporal's clock is %s behind the ledger's and the providers'\n", c.At, c.By)
 	}
 	if l := sc.Landing; l != nil {
 		fmt.Fprintf(&b, "  every send of the key lost on the way until %s, the next one hung %s\n", l.At, l.Delay)

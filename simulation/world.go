@@ -51,6 +51,10 @@ type clock struct {
 	mu       sync.Mutex
 	now      func() time.Time
 	override time.Time
+	// From stepAt on, the world is stepBy ahead of Temporal's clock
+	// (Scenario.ClockStep).
+	stepAt time.Time
+	stepBy time.Duration
 }
 
 func (c *clock) Now() time.Time {
@@ -59,7 +63,11 @@ func (c *clock) Now() time.Time {
 	if !c.override.IsZero() {
 		return c.override
 	}
-	return c.now().UTC()
+	t := c.now().UTC()
+	if c.stepBy != 0 && !t.Before(c.stepAt) {
+		t = t.Add(c.stepBy)
+	}
+	return t
 }
 
 func (c *clock) set(now func() time.Time) {
@@ -83,6 +91,9 @@ const (
 
 func newWorld(ctx context.Context, sc *Scenario, tl *timeline) (*world, error) {
 	w := &world{sc: sc, clock: &clock{now: func() time.Time { return sc.Start }}, tl: tl, sendKeys: map[string]time.Time{}}
+	if st := sc.ClockStep; st != nil {
+		w.clock.stepAt, w.clock.stepBy = sc.Start.Add(st.At), st.By
+	}
 	w.tr = &transport{w: w, rng: rand.New(rand.NewPCG(uint64(sc.Seed), 0xfa17)), stall: rand.New(rand.NewPCG(uint64(sc.Seed), 0x57a12)), asleep: make(chan *sleeper)}
 	ids := rand.New(rand.NewPCG(uint64(sc.Seed), 0x1d5))
 	sim, err := simulator.New(simulator.Config{
