@@ -147,6 +147,8 @@ type lifetime struct {
 	resets      int
 	// freshCut is set once Scenario.FreshCut has cut a run.
 	freshCut bool
+	// darkAgain is set once Scenario.DarkAgain took the records dark.
+	darkAgain bool
 	// record is the ledger's record of the event as last read after an
 	// activity call (watchLedger), to check it never goes back, and
 	// recordWrites the writes of it counted then.
@@ -982,6 +984,11 @@ func (lt *lifetime) observe(name string, now time.Time, in, out any, err error) 
 			return
 		}
 		lt.reconciled = append(lt.reconciled, now)
+		if o := lt.sc.Outage; lt.sc.DarkAgain > 0 && !lt.darkAgain && o != nil && !now.Before(lt.sc.Start.Add(o.To)) {
+			lt.darkAgain = true
+			lt.w.tr.darkUntil(now.Add(lt.sc.DarkAgain))
+			lt.tl.add(now, "provider", "the records go dark again until %s", at(lt.sc, now.Add(lt.sc.DarkAgain)))
+		}
 		if ro, ok := out.(activities.ReconcileOutput); ok {
 			for _, m := range ro.Messages {
 				lt.sawStatus(now, m.Status)

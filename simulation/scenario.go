@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -117,6 +118,11 @@ type Scenario struct {
 	// ends past the provider's replay window; the Send's check, on the
 	// ledger's clock from the key's first attempt, must refuse them.
 	ClockStep *ClockStep
+	// DarkAgain, when set, takes the records dark again for that long
+	// right after the first search that answers once the Outage has
+	// ended: a cancel that met the message that search found ends
+	// without another look to tell the run it went out.
+	DarkAgain time.Duration
 	// StartAgain starts the event again after its run closed, as a
 	// person would with the Temporal CLI (a new run of the same id).
 	StartAgain bool
@@ -494,6 +500,13 @@ func NewScenario(seed int64) *Scenario {
 			}
 		}
 	}
+	// Where a person cancels as the records return, half of them with
+	// the records dark again at once, past a reconciliation's budget (a
+	// generator of its own keeps the other draws).
+	if g := rand.New(rand.NewPCG(uint64(seed), 0xda4a)); sc.Outage != nil && sc.Relapse == nil &&
+		slices.ContainsFunc(sc.Aimed, func(l Look) bool { return l.cancel }) && g.IntN(2) == 0 {
+		sc.DarkAgain = sc.Policy.ReconcileBudget + time.Duration(10+g.IntN(120))*time.Minute
+	}
 	// Aimed at a failover after a last attempt that lands late (a
 	// generator of its own keeps the other draws; not where another
 	// aimed world already rules the sends or the records).
@@ -660,6 +673,9 @@ func (sc *Scenario) String() string {
 	}
 	if c := sc.ResetClosed; c != nil {
 		fmt.Fprintf(&b, "  reset to %d activities back %s after the run closes\n", c.Back, c.At)
+	}
+	if sc.DarkAgain > 0 {
+		fmt.Fprintf(&b, "  the records dark again for %s after the first search that answers once the outage ends\n", sc.DarkAgain)
 	}
 	if c := sc.ClockStep; c != nil {
 		fmt.Fprintf(&b, "  from %s on, Temporal's clock is %s behind the ledger's and the providers'\n", c.At, c.By)

@@ -259,6 +259,8 @@ type transport struct {
 	// hung are the Sendy keys a sleeping request holds: Sendy makes a
 	// retry wait for it, which the client sees as its timeout.
 	hung map[string]bool
+	// dark: until then no lookup or search answers (Scenario.DarkAgain).
+	dark time.Time
 	// landing: the send Scenario.Landing hangs has been made.
 	landing bool
 	// landed are the hung requests that took effect, in order.
@@ -280,6 +282,13 @@ type sleeper struct {
 type landing struct {
 	provider, key  string
 	arrived, acted time.Time
+}
+
+// darkUntil takes the records dark until t.
+func (t *transport) darkUntil(until time.Time) {
+	t.mu.Lock()
+	t.dark = until
+	t.mu.Unlock()
 }
 
 // landedFrom finds the hung request that made message m, where it
@@ -408,7 +417,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			d := 20*time.Hour + time.Duration(t.stall.Int64N(int64(10*time.Hour)))
 			_ = t.w.sim.AddFault(simulator.Fault{Kind: simulator.SlowDelivery, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(d)})
 		}
-	} else if t.rng.Float64() < sc.readFaultAt(now) {
+	} else if now.Before(t.dark) || t.rng.Float64() < sc.readFaultAt(now) {
 		t.w.tl.add(now, "provider", "%s: %s fails (no answer)", prov, what)
 		return nil, timeoutError{"the provider did not answer the lookup"}
 	}
