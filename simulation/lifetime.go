@@ -149,6 +149,9 @@ type lifetime struct {
 	freshCut bool
 	// darkAgain is set once Scenario.DarkAgain took the records dark.
 	darkAgain bool
+	// planned is set once a run planned a move; moveCut once
+	// Scenario.MoveCut has cut a run.
+	planned, moveCut bool
 	// record is the ledger's record of the event as last read after an
 	// activity call (watchLedger), to check it never goes back, and
 	// recordWrites the writes of it counted then.
@@ -862,6 +865,9 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		s.lt.fresh++
 		cut := s.lt.takeCut(s.lt.fresh)
 		lt := s.lt
+		if cut == nil && name == "Status" && lt.sc.MoveCut != nil && lt.planned && !lt.moveCut {
+			lt.moveCut, cut = true, lt.sc.MoveCut
+		}
 		if name == "Send" && attempt <= 1 {
 			lt.queued = lt.sc.QueueShare > 0 && lt.queue.Float64() < lt.sc.QueueShare
 		}
@@ -918,6 +924,11 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		}
 		lt.observe(name, now, in, out, err)
 		lt.watchLedger(now, name)
+		if name == "PlanMove" && err == nil {
+			s.mu.Lock()
+			lt.planned = true
+			s.mu.Unlock()
+		}
 		if so, ok := any(out).(activities.SendOutput); ok && err == nil && cut == nil && lt.sc.FreshCut != nil && !lt.sc.FreshCut.MidSend && !lt.freshCut &&
 			so.Result.Outcome == provider.Accepted && so.Uncertain && !info.IsLocalActivity {
 			lt.freshCut = true

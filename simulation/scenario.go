@@ -123,6 +123,11 @@ type Scenario struct {
 	// ended: a cancel that met the message that search found ends
 	// without another look to tell the run it went out.
 	DarkAgain time.Duration
+	// MoveCut, when set, is a reset that cuts the first Status after a
+	// move was planned (a failover, or a resend at another provider),
+	// before its effect, back Back activities: the new run plans the
+	// move again while the message the replaced run sent may stand.
+	MoveCut *Cut
 	// StartAgain starts the event again after its run closed, as a
 	// person would with the Temporal CLI (a new run of the same id).
 	StartAgain bool
@@ -507,6 +512,11 @@ func NewScenario(seed int64) *Scenario {
 		slices.ContainsFunc(sc.Aimed, func(l Look) bool { return l.cancel }) && g.IntN(2) == 0 {
 		sc.DarkAgain = sc.Policy.ReconcileBudget + time.Duration(10+g.IntN(120))*time.Minute
 	}
+	// One in four reset after a move (a generator of its own keeps the
+	// other draws).
+	if m := rand.New(rand.NewPCG(uint64(seed), 0x30ec)); m.IntN(4) == 0 {
+		sc.MoveCut = &Cut{Reset: true, Back: m.IntN(3)}
+	}
 	// Aimed at a failover after a last attempt that lands late (a
 	// generator of its own keeps the other draws; not where another
 	// aimed world already rules the sends or the records).
@@ -673,6 +683,9 @@ func (sc *Scenario) String() string {
 	}
 	if c := sc.ResetClosed; c != nil {
 		fmt.Fprintf(&b, "  reset to %d activities back %s after the run closes\n", c.Back, c.At)
+	}
+	if c := sc.MoveCut; c != nil {
+		fmt.Fprintf(&b, "  reset %d activities back at the first status lookup after a move\n", c.Back)
 	}
 	if sc.DarkAgain > 0 {
 		fmt.Fprintf(&b, "  the records dark again for %s after the first search that answers once the outage ends\n", sc.DarkAgain)
