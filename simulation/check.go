@@ -172,10 +172,13 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 			if m.CreatedAt.Before(moved) {
 				bad("the run moved the event to %s at %s (%s), yet %s holds live message %s of it, made at %s under %s",
 					r.Provider, at(sc, moved), r.Basis, m.Provider, m.ID, at(sc, m.CreatedAt), m.Key)
-			} else if q, ok := lt.w.tr.landedFrom(m, moved); ok {
+			} else if q, ok := lt.w.tr.landedFrom(m, lt.proofBefore(moved)); ok {
 				// Made after the move by a request that reached the
-				// provider before it: the move did not wait until that
-				// request could no longer take effect.
+				// provider before the search the move stood on: the move
+				// did not wait until that request could no longer take
+				// effect. (Not one that came after that search: a
+				// replaced run's Send acting late, which the moving run
+				// could not know of then.)
 				bad("the run moved the event to %s at %s (%s) while a request under %s that reached %s at %s could still take effect: it made live message %s at %s",
 					r.Provider, at(sc, moved), r.Basis, m.Key, m.Provider, at(sc, q.arrived), m.ID, at(sc, m.CreatedAt))
 			}
@@ -357,6 +360,7 @@ func (lt *lifetime) watchLedger(now time.Time, after string) {
 func (lt *lifetime) checkRequests() []string {
 	var v []string
 	first := map[string]simulator.Request{}
+	opened := map[string]time.Time{} // the key's first request at the provider
 	for _, q := range lt.w.sim.Requests(simulator.Filter{}) {
 		if q.Method != http.MethodPost || q.Key == "" {
 			continue
@@ -364,15 +368,15 @@ func (lt *lifetime) checkRequests() []string {
 		id := q.Provider + " " + q.Key
 		f, ok := first[id]
 		if !ok {
-			first[id] = q
+			first[id], opened[id] = q, q.At
 			continue
 		}
 		// No attempt under a key once its replay window has closed at
 		// the provider, counted from the key's first request there: a
 		// provider that forgot the key makes a second SMS.
-		if q.At.After(f.At.Add(lt.sc.Policy.ReplayWindow)) {
+		if q.At.After(opened[id].Add(lt.sc.Policy.ReplayWindow)) {
 			v = append(v, fmt.Sprintf("the send under %s at %s (request %d) reached %s after the key's replay window had closed: its first request there was at %s, the window is %s",
-				q.Key, at(lt.sc, q.At), q.Seq, q.Provider, at(lt.sc, f.At), lt.sc.Policy.ReplayWindow))
+				q.Key, at(lt.sc, q.At), q.Seq, q.Provider, at(lt.sc, opened[id]), lt.sc.Policy.ReplayWindow))
 		}
 		if f.Path != q.Path || !bytes.Equal(f.Body, q.Body) {
 			v = append(v, fmt.Sprintf("the send under %s at %s (request %d) carried other bytes than its first attempt at %s (request %d): %s %s, then %s %s",
@@ -494,6 +498,21 @@ func (lt *lifetime) reconciledSince(t time.Time) bool { return anySince(lt.recon
 
 func anySince(times []time.Time, t time.Time) bool {
 	return slices.ContainsFunc(times, func(x time.Time) bool { return !x.Before(t) })
+}
+
+// proofBefore is when the last search that succeeded before t ran (t
+// without one).
+func (lt *lifetime) proofBefore(t time.Time) time.Time {
+	proof := time.Time{}
+	for _, r := range lt.reconciled {
+		if !r.After(t) && r.After(proof) {
+			proof = r
+		}
+	}
+	if proof.IsZero() {
+		return t
+	}
+	return proof
 }
 
 func (lt *lifetime) searchedBefore(t time.Time) bool {

@@ -546,7 +546,8 @@ func NewScenario(seed int64) *Scenario {
 		sc.ClockStep = &ClockStep{At: p.SendBudget() - time.Duration(10+c.IntN(60))*time.Minute, By: p.WindowMargin + time.Duration(1+c.IntN(20))*time.Minute}
 		sc.SendsDark = &Window{To: p.SendBudget() + 5*time.Minute}
 		sc.ReadFaultRate, sc.Outage, sc.Rotation, sc.QueueShare, sc.CancelRequest = 0, nil, nil, 0, 0
-		sc.Looks, sc.Cuts, sc.ResetClosed, sc.StartAgain = nil, nil, nil, false
+		// (Nor a reset: a run resumes on Temporal's clock.)
+		sc.Looks, sc.Cuts, sc.ResetClosed, sc.MoveCut, sc.StartAgain = nil, nil, nil, nil, false
 	}
 	return sc
 }

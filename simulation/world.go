@@ -76,10 +76,13 @@ func (c *clock) set(now func() time.Time) {
 	c.mu.Unlock()
 }
 
-func (c *clock) at(t time.Time) {
+// at holds the clock at t (zero: lets it run again) and returns what it
+// held before.
+func (c *clock) at(t time.Time) (prev time.Time) {
 	c.mu.Lock()
-	c.override = t
+	prev, c.override = c.override, t
 	c.mu.Unlock()
+	return prev
 }
 
 // Credentials of the simulated providers.
@@ -294,6 +297,8 @@ func (t *transport) darkUntil(until time.Time) {
 // landedFrom finds the hung request that made message m, where it
 // reached the provider before t.
 func (t *transport) landedFrom(m simulator.Message, before time.Time) (landing, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, l := range t.landed {
 		if l.provider == m.Provider && l.key == m.Key && l.arrived.Before(before) &&
 			!m.CreatedAt.Before(l.acted.Add(-time.Millisecond)) && !m.CreatedAt.After(l.acted.Add(time.Millisecond)) {
@@ -318,11 +323,13 @@ func (t *transport) wake(now time.Time, all bool) {
 	for len(t.sleepers) > 0 && (all || !t.sleepers[0].wake.After(now)) {
 		s := t.sleepers[0]
 		t.sleepers = t.sleepers[1:]
-		t.w.clock.at(s.wake)
+		// (A late zombie's request holds the clock at its own moment:
+		// it runs again from there, not from the environment's end.)
+		held := t.w.clock.at(s.wake)
 		t.w.tl.add(s.wake, "provider", "%s: the hung request under %s takes effect", s.provider, s.key)
 		close(s.ch)
 		<-s.done
-		t.w.clock.at(time.Time{})
+		t.w.clock.at(held)
 		t.landed = append(t.landed, landing{provider: s.provider, key: s.key, arrived: s.arrived, acted: s.wake})
 		if s.provider == simulator.Sendy {
 			delete(t.hung, s.key)
@@ -377,14 +384,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, timeoutError{"the provider did not answer in time"}
 		}
 		since := now.Sub(sc.Start)
-		landing := false
+		hangLast := false
 		if l := sc.Landing; l != nil && prov == sc.Input.Provider && key == sc.Input.Key {
 			if since < l.At {
 				t.sends++
 				t.w.tl.add(now, "provider", "%s: %s: lost on the way, nothing reached the provider (no answer)", prov, what)
 				return nil, timeoutError{"the provider did not answer in time"}
 			}
-			landing, t.landing = !t.landing, true
+			hangLast, t.landing = !t.landing, true
 		}
 		if _, again := t.w.sendKeys[key]; sc.Unheard.has(since) {
 			if again {
@@ -409,7 +416,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if dark {
 			// The network loses the answer: no fault of the provider's too.
-		} else if landing {
+		} else if hangLast {
 			_ = t.w.sim.AddFault(simulator.Fault{Kind: simulator.Hang, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(sc.Landing.Delay)})
 		} else if f, d := sc.sendFault(t.rng, prov); f != "" {
 			_ = t.w.sim.AddFault(simulator.Fault{Kind: f, Provider: prov, Key: key, Count: 1, Delay: simulator.Duration(d)})
