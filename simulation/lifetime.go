@@ -125,6 +125,17 @@ type lifetime struct {
 		found []string
 	}
 	endedRun string
+	// mute is what the latest search of runID said, as the run reads it:
+	// the provider's records could not speak for the event (no list
+	// endpoint and no message id, or an id the provider no longer finds),
+	// so an unforced resend would be blind. A send, a move or a recall
+	// since makes it unknown (false): the run may have taken a new key.
+	// Under the segment's lock.
+	mute struct {
+		runID string
+		on    bool
+		at    time.Time
+	}
 	// cancelIn is the run the Temporal cancellation request reached.
 	cancelIn string
 	// queue decides which Send activities wait in the task queue; queued
@@ -648,6 +659,12 @@ func (s *segment) deliver(d sent) {
 		// What the person saw as they clicked: a run that is not awaiting
 		// a decision refuses one (docs/decisions.md).
 		before, seen := s.query()
+		// And what the run's last search said: where it could not speak
+		// for the event, an unforced resend can only be refused, so the
+		// update refuses it as it comes instead of acknowledging it.
+		s.mu.Lock()
+		mute, muteAt := s.lt.mute.on && s.lt.mute.runID == s.runID, s.lt.mute.at
+		s.mu.Unlock()
 		s.env.UpdateWorkflow(contract.UpdateDecide, id, &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
 			OnReject: func(err error) {
@@ -660,6 +677,10 @@ func (s *segment) deliver(d sent) {
 				}
 				s.lt.tl.add(s.env.Now(), "person", "update %s acknowledged", what)
 				s.acks = append(s.acks, ack{at: s.env.Now().Sub(s.lt.sc.Start), d: d.d, deadline: before.DecisionDeadline})
+				if mute && d.d.Action == contract.ActionResend && !d.d.Force {
+					s.lt.viol = append(s.lt.viol, fmt.Sprintf("the unforced %s was acknowledged at %s though the run's last search (%s) could not speak for the event: a resend there would be blind, and the run can only refuse it later",
+						what, at(s.lt.sc, s.env.Now()), at(s.lt.sc, muteAt)))
+				}
 				if seen && before.State != contract.AwaitingDecision {
 					s.lt.viol = append(s.lt.viol, fmt.Sprintf("the %s was acknowledged at %s though the run was %s, not awaiting a decision, when it came",
 						what, at(s.lt.sc, s.env.Now()), before.State))
@@ -956,6 +977,17 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		s.mu.Lock()
 		s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, out: out, err: err, at: now, took: s.took})
 		s.mu.Unlock()
+		if !s.again {
+			s.mu.Lock()
+			switch ro, ok := any(out).(activities.ReconcileOutput); {
+			case name == "Reconcile" && ok && err == nil:
+				lt.mute.runID, lt.mute.at = s.runID, now
+				lt.mute.on = (!ro.Searched && !ro.NotSent) || len(ro.Vanished) > 0
+			case name == "Send" || name == "PlanMove" || name == "Recall" || name == "Prepare":
+				lt.mute.on = false
+			}
+			s.mu.Unlock()
+		}
 		if name == "Reconcile" && !s.again {
 			// A search whose answer the run gets (not one a cut lost,
 			// nor a second start's).
