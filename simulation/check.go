@@ -160,22 +160,18 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 	// event made before it, nor one a request that reached it before the
 	// move made later (a hung request the move did not wait for): a flag
 	// on the run does not excuse a move the proof should have stopped. A
-	// person's forced move is theirs. (Not a message no run can see: a
-	// Sendy that forgets its answers before the window the workers
-	// assume makes a new message for an attempt past its retention,
-	// while the one the lost answer named stays unknown; Sendy has no
-	// list to find it by. The unknown-message check above says what a
-	// run must claim there.)
+	// person's forced move is theirs. (Not a message no run can see,
+	// which forgotten says.)
 	for _, r := range res.Resends {
 		moved, ok := lt.w.sendKeys[r.Key]
 		if r.Provider == "" || !ok || (r.Basis != contract.BasisNoMessage && r.Basis != contract.BasisReconciled) {
 			continue
 		}
 		for _, m := range live {
-			if m.Provider == r.Provider || (sc.SendyRetention > 0 && m.Provider == simulator.Sendy && !slices.Contains(res.MessageIDs, m.ID)) {
+			if m.Provider == r.Provider {
 				continue
 			}
-			if m.CreatedAt.Before(moved) {
+			if m.CreatedAt.Before(moved) && !forgotten(sc, m, ours, res) {
 				bad("the run moved the event to %s at %s (%s), yet %s holds live message %s of it, made at %s under %s",
 					r.Provider, at(sc, moved), r.Basis, m.Provider, m.ID, at(sc, m.CreatedAt), m.Key)
 			} else if q, ok := lt.w.tr.landedFrom(m, lt.proofBefore(moved)); ok {
@@ -629,3 +625,20 @@ func ofEvent(key string, m simulator.Message) bool {
 
 // alive reports whether m may still reach, or has reached, the phone.
 func alive(m simulator.Message) bool { return m.Status != "failed" && m.Status != "undelivered" }
+
+// forgotten reports a message at a Sendy that forgets its answers before
+// the window the workers assume, which no run can see: the run does not
+// name it, and a message the run names was made under its key at least
+// Sendy's retention after it (the key's later attempt, answered with a
+// new message where Sendy should have replayed m). Sendy has no list to
+// find m by, and its id went with the answer that was lost. The
+// unknown-message check says what a run must claim there.
+func forgotten(sc *Scenario, m simulator.Message, ours []simulator.Message, res contract.Result) bool {
+	if sc.SendyRetention == 0 || m.Provider != simulator.Sendy || slices.Contains(res.MessageIDs, m.ID) {
+		return false
+	}
+	return slices.ContainsFunc(ours, func(o simulator.Message) bool {
+		return o.Provider == simulator.Sendy && o.Key == m.Key && slices.Contains(res.MessageIDs, o.ID) &&
+			o.CreatedAt.Sub(m.CreatedAt) >= sc.SendyRetention
+	})
+}

@@ -125,17 +125,6 @@ type lifetime struct {
 		found []string
 	}
 	endedRun string
-	// mute is what the latest search of runID said, as the run reads it:
-	// the provider's records could not speak for the event (no list
-	// endpoint and no message id, or an id the provider no longer finds),
-	// so an unforced resend would be blind. A send, a move or a recall
-	// since makes it unknown (false): the run may have taken a new key.
-	// Under the segment's lock.
-	mute struct {
-		runID string
-		on    bool
-		at    time.Time
-	}
 	// cancelIn is the run the Temporal cancellation request reached.
 	cancelIn string
 	// queue decides which Send activities wait in the task queue; queued
@@ -662,9 +651,7 @@ func (s *segment) deliver(d sent) {
 		// And what the run's last search said: where it could not speak
 		// for the event, an unforced resend can only be refused, so the
 		// update refuses it as it comes instead of acknowledging it.
-		s.mu.Lock()
-		mute, muteAt := s.lt.mute.on && s.lt.mute.runID == s.runID, s.lt.mute.at
-		s.mu.Unlock()
+		mute, muteAt := s.mute()
 		s.env.UpdateWorkflow(contract.UpdateDecide, id, &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
 			OnReject: func(err error) {
@@ -859,6 +846,30 @@ func timeoutOf(sc *Scenario, name string) time.Duration {
 	return 25 * time.Second // Status, Settle and the ledger's steps have 30 s
 }
 
+// mute reports whether the run's last search, as its history so far
+// holds it (replayed calls included), could not speak for the event: no
+// list endpoint and no message id, or an id the provider no longer
+// finds. A failed search after it leaves that standing; a new key
+// planned (a resend or a move) ends it. at is when that search answered.
+func (s *segment) mute() (on bool, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.calls) - 1; i >= 0; i-- {
+		c := s.calls[i]
+		if c.err != nil {
+			continue
+		}
+		switch c.name {
+		case "Plan", "PlanMove":
+			return false, time.Time{}
+		case "Reconcile":
+			ro, ok := c.out.(activities.ReconcileOutput)
+			return ok && ((!ro.Searched && !ro.NotSent) || len(ro.Vanished) > 0), c.at
+		}
+	}
+	return false, time.Time{}
+}
+
 func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, error)) func(context.Context, I) (O, error) {
 	return func(ctx context.Context, in I) (O, error) {
 		var zero O
@@ -977,17 +988,6 @@ func wrap[I, O any](s *segment, name string, fn func(context.Context, I) (O, err
 		s.mu.Lock()
 		s.calls = append(s.calls, call{name: name, attempt: attempt, in: inJSON, out: out, err: err, at: now, took: s.took})
 		s.mu.Unlock()
-		if !s.again {
-			s.mu.Lock()
-			switch ro, ok := any(out).(activities.ReconcileOutput); {
-			case name == "Reconcile" && ok && err == nil:
-				lt.mute.runID, lt.mute.at = s.runID, now
-				lt.mute.on = (!ro.Searched && !ro.NotSent) || len(ro.Vanished) > 0
-			case name == "Send" || name == "PlanMove" || name == "Recall" || name == "Prepare":
-				lt.mute.on = false
-			}
-			s.mu.Unlock()
-		}
 		if name == "Reconcile" && !s.again {
 			// A search whose answer the run gets (not one a cut lost,
 			// nor a second start's).
