@@ -171,9 +171,11 @@ func (lt *lifetime) check(l *Lifetime, acks []ack) []string {
 			if m.Provider == r.Provider {
 				continue
 			}
-			if m.CreatedAt.Before(moved) && !forgotten(sc, m, ours, res) {
-				bad("the run moved the event to %s at %s (%s), yet %s holds live message %s of it, made at %s under %s",
-					r.Provider, at(sc, moved), r.Basis, m.Provider, m.ID, at(sc, m.CreatedAt), m.Key)
+			if m.CreatedAt.Before(moved) {
+				if !forgotten(sc, m, ours, res) {
+					bad("the run moved the event to %s at %s (%s), yet %s holds live message %s of it, made at %s under %s",
+						r.Provider, at(sc, moved), r.Basis, m.Provider, m.ID, at(sc, m.CreatedAt), m.Key)
+				}
 			} else if q, ok := lt.w.tr.landedFrom(m, lt.proofBefore(moved)); ok {
 				// Made after the move by a request that reached the
 				// provider before the search the move stood on: the move
